@@ -1,0 +1,71 @@
+"""Context variables that publish the current run and tool call to nodes and tools.
+
+The runner sets :data:`_RUN` around each node; ``ToolNode`` sets :data:`_TOOL_CALL` around each
+tool. Code inside a node or tool reads them with :func:`current_run` and
+:func:`current_tool_call` (e.g. to pass ``tool_call_id`` on as an idempotency key).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.base import ThreadKey
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+
+__all__ = ["RunContext", "ToolCallContext", "current_run", "current_tool_call"]
+
+
+@dataclass(slots=True)
+class RunContext:
+    """The run a node executes in.
+
+    Attributes:
+        checkpointer: the graph's checkpointer.
+        config: the run's (validated) config dict.
+        key: the thread key (owner scope applied).
+        node: the node being executed.
+        replayed: ``True`` when this node execution replays one cut off by a crash or a stop.
+        stats: counters the runtime keeps for this run (``ledger_hits``, ``tool_runs``...).
+    """
+
+    checkpointer: BaseCheckpointer
+    config: dict[str, Any]
+    key: ThreadKey
+    node: str = ""
+    replayed: bool = False
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolCallContext:
+    """The tool call being executed.
+
+    Attributes:
+        tool_call_id: the model's id of the call; pass it on as an idempotency key.
+        name: the tool's name.
+        call_key: the ledger key (``tool_call_id`` qualified by the assistant message and a
+            digest of the call).
+    """
+
+    tool_call_id: str
+    name: str
+    call_key: str
+
+
+_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("tenxgraph_run", default=None)
+_TOOL_CALL: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar(
+    "tenxgraph_tool_call", default=None
+)
+
+
+def current_run() -> RunContext | None:
+    """The :class:`RunContext` of the node executing on this task, or ``None`` outside a run."""
+    return _RUN.get()
+
+
+def current_tool_call() -> ToolCallContext | None:
+    """The :class:`ToolCallContext` of the tool executing on this task, or ``None``."""
+    return _TOOL_CALL.get()

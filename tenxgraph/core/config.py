@@ -1,0 +1,178 @@
+"""Validation of the ``config`` dict of a run (DESIGN section 2).
+
+Known keys are checked for type and range; a key that looks like a misspelling of a known key
+(``"thread-id"``, ``"threadId"``, ``"thread_Id"``, ``"userid"``) raises, so a typo cannot silently
+start a new thread. Other keys are the application's and pass through untouched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import uuid
+from typing import Any
+
+from .exceptions import ConfigError
+
+__all__ = ["KNOWN_KEYS", "RunConfig", "normalize_config"]
+
+#: Keys the runtime reads, with their defaults (``...``: no default / set by the runtime).
+KNOWN_KEYS: dict[str, Any] = {
+    "thread_id": ...,
+    "user_id": "anonymous",
+    "run_id": ...,
+    "durable_checkpoint_every_step": True,
+    "recursion_limit": 25,
+    "node_timeout": 900.0,
+    "tool_timeout": 300.0,
+    "_checkpoint_version": ...,
+}
+
+MAX_THREAD_ID_LEN = 255
+
+
+def _canon(key: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+_CANON = {_canon(k): k for k in KNOWN_KEYS}
+
+
+def _misspelling_of(key: str) -> str | None:
+    if key in KNOWN_KEYS:
+        return None
+    canon = _canon(key)
+    if canon in _CANON:
+        return _CANON[canon]
+    close = difflib.get_close_matches(canon, list(_CANON), n=1, cutoff=0.85)
+    if close and len(canon) >= 5:
+        return _CANON[close[0]]
+    return None
+
+
+class RunConfig:
+    """A validated view of a run's config dict (the dict itself stays the caller's object).
+
+    Attributes:
+        raw: the caller's dict; the runtime writes ``run_id`` and ``_checkpoint_version`` into
+            it.
+        thread_id (str): the thread (an ``int`` is turned into its decimal ``str``).
+        user_id (str): the owner scope (default ``"anonymous"``).
+        run_id (str): set to a uuid4 when absent.
+        durable (bool): ``durable_checkpoint_every_step``.
+        recursion_limit (int): node executions allowed per run.
+        node_timeout, tool_timeout (float | None): seconds; ``None`` disables.
+    """
+
+    __slots__ = (
+        "raw",
+        "thread_id",
+        "user_id",
+        "run_id",
+        "durable",
+        "recursion_limit",
+        "node_timeout",
+        "tool_timeout",
+    )
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.thread_id: str = raw["thread_id"]
+        self.user_id: str = raw.get("user_id", "anonymous")
+        self.run_id: str = raw["run_id"]
+        self.durable: bool = raw.get("durable_checkpoint_every_step", True)
+        self.recursion_limit: int = raw.get("recursion_limit", 25)
+        self.node_timeout: float | None = raw.get("node_timeout", 900.0)
+        self.tool_timeout: float | None = raw.get("tool_timeout", 300.0)
+
+
+def _check_timeout(raw: dict[str, Any], key: str) -> None:
+    if key in raw and raw[key] is not None:
+        v = raw[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise ConfigError(
+                f"config[{key!r}] must be a positive number of seconds or None, got {v!r}",
+                context={"key": key},
+            )
+
+
+def normalize_config(
+    config: dict[str, Any] | None, *, require_thread: bool = True, new_run: bool = True
+) -> RunConfig:
+    """Validate ``config`` in place and return a :class:`RunConfig`.
+
+    Args:
+        config: the caller's dict (``None``: a new dict with a generated ``thread_id``).
+        require_thread: raise when ``thread_id`` is missing instead of generating one.
+        new_run: assign a fresh ``run_id`` when absent.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` for a misspelt key (``context["did_you_mean"]``), an empty,
+            non-string or over-long ``thread_id`` (max 255 characters), an empty ``user_id``,
+            a non-positive ``recursion_limit`` or timeout, a non-bool
+            ``durable_checkpoint_every_step``.
+    """
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"config must be a dict, got {type(config).__name__}", context={})
+    for key in list(config):
+        if not isinstance(key, str):
+            continue
+        target = _misspelling_of(key)
+        if target is not None:
+            raise ConfigError(
+                f"config key {key!r} looks like a misspelling of {target!r}; rename it",
+                context={"key": key, "did_you_mean": target},
+            )
+    tid = config.get("thread_id")
+    if tid is None:
+        if require_thread:
+            raise ConfigError(
+                "config['thread_id'] is required, e.g. config={'thread_id': 'conv-1'}",
+                context={"key": "thread_id"},
+            )
+        tid = str(uuid.uuid4())
+    if isinstance(tid, bool) or not isinstance(tid, (str, int)):
+        raise ConfigError(
+            f"config['thread_id'] must be a str or int, got {type(tid).__name__}",
+            context={"key": "thread_id"},
+        )
+    tid = str(tid)
+    if not tid.strip():
+        raise ConfigError("config['thread_id'] must not be empty", context={"key": "thread_id"})
+    if len(tid) > MAX_THREAD_ID_LEN:
+        raise ConfigError(
+            f"config['thread_id'] is {len(tid)} characters; the limit is {MAX_THREAD_ID_LEN}",
+            context={"key": "thread_id"},
+        )
+    config["thread_id"] = tid
+    uid = config.get("user_id", "anonymous")
+    if uid is None:
+        uid = "anonymous"
+    if isinstance(uid, bool) or not isinstance(uid, (str, int)) or not str(uid).strip():
+        raise ConfigError(
+            "config['user_id'] must be a non-empty str", context={"key": "user_id"}
+        )
+    config["user_id"] = str(uid)
+    if new_run and not config.get("run_id"):
+        config["run_id"] = str(uuid.uuid4())
+    elif "run_id" in config:
+        config["run_id"] = str(config["run_id"])
+    else:
+        config["run_id"] = ""
+    rl = config.get("recursion_limit", 25)
+    if isinstance(rl, bool) or not isinstance(rl, int) or rl < 1:
+        raise ConfigError(
+            f"config['recursion_limit'] must be a positive int, got {rl!r}",
+            context={"key": "recursion_limit"},
+        )
+    d = config.get("durable_checkpoint_every_step", True)
+    if not isinstance(d, bool):
+        raise ConfigError(
+            "config['durable_checkpoint_every_step'] must be True or False",
+            context={"key": "durable_checkpoint_every_step"},
+        )
+    _check_timeout(config, "node_timeout")
+    _check_timeout(config, "tool_timeout")
+    return RunConfig(config)

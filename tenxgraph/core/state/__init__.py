@@ -1,0 +1,53 @@
+"""State model: :class:`AgentState`, :class:`Message`, content blocks and reducers."""
+
+from .agent_state import AgentState, reducers_of
+from .execution import ExecutionState, ExecutionStatus, StopRequestStatus
+from .message import Message, TokenUsages
+from .message_block import (
+    AnnotationBlock,
+    AnnotationRef,
+    AudioBlock,
+    ContentBlock,
+    DataBlock,
+    DocumentBlock,
+    ErrorBlock,
+    ImageBlock,
+    MediaRef,
+    ReasoningBlock,
+    RemoteToolCallBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
+from .reducers import MessageList, add_messages, append_items, replace_messages, replace_value
+
+__all__ = [
+    "AgentState",
+    "AnnotationBlock",
+    "AnnotationRef",
+    "AudioBlock",
+    "ContentBlock",
+    "DataBlock",
+    "DocumentBlock",
+    "ErrorBlock",
+    "ExecutionState",
+    "ExecutionStatus",
+    "ImageBlock",
+    "MediaRef",
+    "Message",
+    "MessageList",
+    "ReasoningBlock",
+    "RemoteToolCallBlock",
+    "StopRequestStatus",
+    "TextBlock",
+    "TokenUsages",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "VideoBlock",
+    "add_messages",
+    "append_items",
+    "reducers_of",
+    "replace_messages",
+    "replace_value",
+]

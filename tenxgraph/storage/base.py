@@ -1,0 +1,290 @@
+"""The small protocols every storage tier implements, and the records they exchange.
+
+Two kinds of tier:
+
+* a **source of truth** (:class:`StoreTier`: in-memory, SQLite, Postgres) owns versions, does the
+  compare-and-swap, keeps history, the tool ledger and the stop flags;
+* a **cache tier** (:class:`CacheTier`: in-process LRU, Redis) holds copies of the latest
+  checkpoint of a thread and is never authoritative.
+
+:class:`tenxgraph.storage.layered.LayeredStore` stacks cache tiers over a source of truth and is
+itself a :class:`StoreTier`, so the checkpointer facades see one interface.
+
+Records carry *encoded* data (``bytes`` from :mod:`tenxgraph.storage.serde`), so a tier never
+needs to know the application's state class. A thread's message list is described by
+``ranges``: ``[start, end)`` intervals of per-thread message sequence numbers (``seq``), in list
+order. An append-only thread has one range; appending ``k`` messages extends it, so a
+checkpoint writes only its ``k`` new message rows and an ``O(1)`` range list, whatever the
+length of the thread (diff-only writes). Any kept version still reconstructs exactly: its
+message list is the rows of its ranges, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "CacheTier",
+    "CheckpointWrite",
+    "LedgerEntry",
+    "Range",
+    "StoreTier",
+    "StoredCheckpoint",
+    "ThreadInfo",
+    "ThreadKey",
+    "expand_ranges",
+    "ranges_len",
+]
+
+#: ``(start, end)``: message seqs ``start, start+1, ..., end-1``.
+Range = tuple[int, int]
+
+
+def ranges_len(ranges: tuple[Range, ...] | list[Range]) -> int:
+    """Number of messages described by ``ranges``."""
+    return sum(e - s for s, e in ranges)
+
+
+def expand_ranges(ranges: tuple[Range, ...] | list[Range]) -> list[int]:
+    """The seqs of ``ranges`` in list order (``O(n)``; for reads and tests)."""
+    out: list[int] = []
+    for s, e in ranges:
+        out.extend(range(s, e))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadKey:
+    """Identifies a thread within an owner scope.
+
+    Attributes:
+        thread_id: the conversation id (non-empty ``str``, at most 255 characters).
+        user_id: the caller's user id. Tiers compare it with the thread's owner inside every
+            query; the facade sets it to ``"*"`` for every caller when user isolation is off.
+    """
+
+    thread_id: str
+    user_id: str
+
+
+@dataclass(slots=True)
+class StoredCheckpoint:
+    """One durable version of a thread, encoded.
+
+    Attributes:
+        thread_id, user_id: the thread and its owner scope.
+        version: 1, 2, 3, ... without gaps.
+        values: JSON bytes of every state field except ``context`` (``serde.encode_values``).
+        ranges: the message list of this version as seq ranges, in list order.
+        messages: the encoded messages of ``ranges``, in list order (``len == ranges_len``);
+            ``None`` when the reader asked for metadata only.
+        next_seq: the next unused message seq of the thread after this version.
+        status: ``ExecutionStatus`` value of this checkpoint (``"running"``, ``"completed"``...).
+        created_at: UNIX time in seconds.
+        decoded: in-process attachment (a decoded state object) kept by the LRU tier only; never
+            serialized, never shared across processes.
+    """
+
+    thread_id: str
+    user_id: str
+    version: int
+    values: bytes
+    ranges: tuple[Range, ...]
+    messages: list[bytes] | None
+    next_seq: int
+    status: str
+    created_at: float
+    decoded: Any = field(default=None, repr=False, compare=False)
+
+
+@dataclass(slots=True)
+class CheckpointWrite:
+    """A compare-and-swap checkpoint write, computed without I/O by the facade.
+
+    Attributes:
+        thread_id, user_id: the thread and the writer's owner scope.
+        expected_version: the version this run last read or wrote; ``0`` means "the thread must
+            not exist yet". The write succeeds only if the stored version equals it; the new
+            version is ``expected_version + 1``.
+        values: JSON bytes of the state fields except ``context``.
+        new_messages: ``(seq, data)`` rows to insert: only messages new or changed since the
+            last durable version.
+        ranges: the full message list of the new version as seq ranges.
+        next_seq: next unused seq after this write.
+        status: ``ExecutionStatus`` value.
+        history_limit: keep this many newest versions (prune older ones in the same round
+            trip); ``None`` keeps all.
+        created_at: UNIX time in seconds.
+    """
+
+    thread_id: str
+    user_id: str
+    expected_version: int
+    values: bytes
+    new_messages: list[tuple[int, bytes]]
+    ranges: tuple[Range, ...]
+    next_seq: int
+    status: str
+    history_limit: int | None
+    created_at: float
+
+    def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
+        """The :class:`StoredCheckpoint` this write creates once it succeeds."""
+        return StoredCheckpoint(
+            thread_id=self.thread_id,
+            user_id=self.user_id,
+            version=self.expected_version + 1,
+            values=self.values,
+            ranges=self.ranges,
+            messages=messages,
+            next_seq=self.next_seq,
+            status=self.status,
+            created_at=self.created_at,
+        )
+
+
+@dataclass(slots=True)
+class ThreadInfo:
+    """A thread as listed for its owner.
+
+    Attributes:
+        thread_id: the thread.
+        user_id: the owner scope (only ever returned to that owner).
+        version: its latest version.
+        status: ``ExecutionStatus`` value of the latest checkpoint.
+        created_at, updated_at: UNIX seconds of the first and the latest checkpoint.
+        metadata: application metadata set with ``aput_thread``.
+    """
+
+    thread_id: str
+    user_id: str
+    version: int
+    status: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LedgerEntry:
+    """One recorded tool execution.
+
+    Attributes:
+        call_key: the idempotency key: ``tool_call_id`` qualified by the assistant message that
+            made the call and a digest of the call (name and arguments), so a reused
+            ``tool_call_id`` for a different call is a different key.
+        tool_call_id: the model's id of the call.
+        tool_name: the tool's name.
+        result: JSON bytes of the recorded result (``serde.dumps``).
+        created_at: UNIX seconds.
+    """
+
+    call_key: str
+    tool_call_id: str
+    tool_name: str
+    result: bytes
+    created_at: float
+
+
+@runtime_checkable
+class StoreTier(Protocol):
+    """A source of truth (or a :class:`~tenxgraph.storage.layered.LayeredStore` over one).
+
+    Every method enforces the owner scope of ``key.user_id`` inside its query: a thread owned
+    by another user reads as missing, and writes, deletes or ledger access raise
+    ``StorageError`` (``STORAGE_FORBIDDEN_001``) without revealing the owner. Driver errors are
+    translated to the error family (``TransientStorageError`` for retryable ones).
+    """
+
+    #: tier name used in telemetry: ``"memory"``, ``"sqlite"``, ``"postgresql"``, ``"layered"``.
+    name: str
+
+    async def asetup(self) -> None:
+        """Create or migrate the schema; idempotent, safe from several processes at once."""
+
+    async def aclose(self) -> None:
+        """Release connections and pools; idempotent."""
+
+    async def read(
+        self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True
+    ) -> StoredCheckpoint | None:
+        """The latest (or the given kept) version, or ``None`` when missing or not owned."""
+
+    async def current_version(self, key: ThreadKey) -> int | None:
+        """The latest version number (cheap), or ``None`` when missing or not owned."""
+
+    async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
+        """Compare-and-swap ``w`` in one round trip / one transaction.
+
+        Returns the new record (``messages`` may be ``None``). Raises ``StaleStateError`` when
+        the stored version is not ``w.expected_version`` (nothing of ``w`` is visible), or the
+        forbidden ``StorageError`` when another user owns the thread.
+        """
+
+    async def history(
+        self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
+    ) -> list[StoredCheckpoint]:
+        """Kept versions, newest first, with messages, below ``before`` when given; a constant
+        number of queries whatever the count."""
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        """Delete every version, message, ledger row and flag of the thread; ``True`` if it
+        existed. Forbidden for a non-owner."""
+
+    async def list_threads(
+        self, user_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ThreadInfo]:
+        """Threads owned by ``user_id`` (``"*"``: all), most recently updated first."""
+
+    async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
+        """Replace the application metadata of an existing thread (owner only)."""
+
+    async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
+        """The recorded execution for ``call_key``, or ``None``."""
+
+    async def ledger_put(self, key: ThreadKey, entry: LedgerEntry) -> LedgerEntry:
+        """Record ``entry`` durably; if ``call_key`` is already recorded (a racing replay),
+        keep the first and return it. Failures raise ``LedgerWriteError``."""
+
+    async def ledger_count(self, key: ThreadKey) -> int:
+        """Number of ledger rows of the thread (for verification and tests)."""
+
+    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
+        """Set or clear the durable stop request flag of a thread (any instance may call)."""
+
+    async def get_stop(self, key: ThreadKey) -> bool:
+        """Whether a stop is requested for the thread."""
+
+
+@runtime_checkable
+class CacheTier(Protocol):
+    """A cache of each thread's latest :class:`StoredCheckpoint`; never authoritative.
+
+    A failing or garbage-holding cache is a miss (reported as a span event and a warning),
+    never an error for the run.
+    """
+
+    #: tier name used in telemetry: ``"lru"`` or ``"redis"``.
+    name: str
+
+    async def get(self, key: ThreadKey) -> StoredCheckpoint | None:
+        """The cached latest checkpoint of ``key`` (same owner scope only), or ``None``."""
+
+    async def put(
+        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None = None
+    ) -> None:
+        """Cache ``record`` as the thread's latest (ignored if older than what is cached).
+
+        Either ``record.messages`` is complete (a read filled the tier), or ``new_messages``
+        holds only the rows this version added (a write-through after a CAS write): the tier
+        then applies them on top of the version it holds, ``record.version - 1``, and drops the
+        thread when it does not hold exactly that version. ``record.decoded`` may carry the
+        in-process message objects (``(message_list, length)``); only the LRU keeps it.
+        """
+
+    async def invalidate(self, key: ThreadKey) -> None:
+        """Drop every entry of the thread (any owner scope)."""
+
+    async def aclose(self) -> None:
+        """Release connections; idempotent."""

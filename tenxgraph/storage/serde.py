@@ -1,0 +1,311 @@
+"""Encoding of state and messages to JSON bytes (orjson), lossless or refused.
+
+Stored data decodes without executing anything: no pickle, and no class named in storage is ever
+imported. Values JSON cannot carry exactly are written as small tagged objects
+``{"__tx__": tag, "v": ...}`` (datetime, date, time, timedelta, UUID, bytes, Decimal, set,
+frozenset, tuple, non-finite floats, integers beyond 64 bits, dicts with non-string keys, strings
+with lone surrogates). Pydantic models and Enums are written as their data and rebuilt by
+validating against the *declared* state class. A write verifies that every state field decodes
+back to an equal value of the same type; otherwise it raises :class:`SerializationError` naming
+the JSONPath of the first value that would not survive (``$.profile.created``), before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import decimal
+import enum
+import math
+import uuid
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from tenxgraph.core.exceptions import SerializationError
+from tenxgraph.core.state.message import Message
+
+__all__ = [
+    "decode_message",
+    "decode_values",
+    "dumps",
+    "encode_message",
+    "encode_values",
+    "loads",
+]
+
+_TAG = "__tx__"
+_TAG_B = b'"__tx__"'
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _fail(path: str, value: Any, why: str = "") -> SerializationError:
+    tname = type(value).__name__
+    return SerializationError(
+        f"cannot store the value at {path} (type {tname}){': ' + why if why else ''}; declare "
+        "it in the state class with a supported type (str, int, float, bool, None, list, dict, "
+        "datetime, date, time, timedelta, UUID, bytes, Decimal, set, tuple, Enum, Pydantic model)",
+        context={"path": path, "type": tname},
+    )
+
+
+def _enc(value: Any, path: str, strict_str: bool) -> Any:
+    """Turn ``value`` into orjson-native data, tagging what JSON cannot hold exactly."""
+    t = type(value)
+    if value is None or t is bool:
+        return value
+    if t is str:
+        if strict_str and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = value.encode("utf-16-le", "surrogatepass")
+                return {_TAG: "u16", "v": base64.b64encode(raw).decode("ascii")}
+        return value
+    if t is int:
+        if _I64_MIN <= value <= _I64_MAX:
+            return value
+        return {_TAG: "int", "v": str(value)}
+    if t is float:
+        if math.isfinite(value):
+            return value
+        return {_TAG: "float", "v": repr(value)}
+    if t is list:
+        return [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
+    if t is dict or isinstance(value, dict):
+        if all(type(k) is str for k in value):
+            out = {k: _enc(v, f"{path}.{k}", strict_str) for k, v in value.items()}
+            if _TAG in value:
+                return {_TAG: "dict", "v": out}
+            return out
+        return {
+            _TAG: "kdict",
+            "v": [
+                [_enc(k, f"{path}<key>", strict_str), _enc(v, f"{path}[{k!r}]", strict_str)]
+                for k, v in value.items()
+            ],
+        }
+    if isinstance(value, BaseModel):
+        return {
+            name: _enc(getattr(value, name), f"{path}.{name}", strict_str)
+            for name in type(value).model_fields
+        }
+    if isinstance(value, enum.Enum):
+        return _enc(value.value, path, strict_str)
+    if isinstance(value, list):
+        return [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
+    if t is tuple:
+        return {_TAG: "tuple", "v": [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]}
+    if t is set or t is frozenset:
+        items = [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
+        return {_TAG: "set" if t is set else "fset", "v": items}
+    if t is _dt.datetime:
+        return {_TAG: "dt", "v": value.isoformat()}
+    if t is _dt.date:
+        return {_TAG: "date", "v": value.isoformat()}
+    if t is _dt.time:
+        return {_TAG: "time", "v": value.isoformat()}
+    if t is _dt.timedelta:
+        return {_TAG: "td", "v": [value.days, value.seconds, value.microseconds]}
+    if t is uuid.UUID:
+        return {_TAG: "uuid", "v": str(value)}
+    if t is bytes or t is bytearray:
+        return {_TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
+    if t is decimal.Decimal:
+        return {_TAG: "dec", "v": str(value)}
+    if isinstance(value, str):  # str subclasses other than Enum
+        return _enc(str(value), path, strict_str)
+    if isinstance(value, int):
+        return _enc(int(value), path, strict_str)
+    if isinstance(value, float):
+        return _enc(float(value), path, strict_str)
+    raise _fail(path, value)
+
+
+def _dec(value: Any) -> Any:
+    """Inverse of :func:`_enc` for tagged objects (models and enums are left to validation)."""
+    t = type(value)
+    if t is list:
+        return [_dec(v) for v in value]
+    if t is not dict:
+        return value
+    tag = value.get(_TAG)
+    if tag is None or len(value) != 2 or "v" not in value:
+        return {k: _dec(v) for k, v in value.items()}
+    v = value["v"]
+    if tag == "dt":
+        return _dt.datetime.fromisoformat(v)
+    if tag == "uuid":
+        return uuid.UUID(v)
+    if tag == "bytes":
+        return base64.b64decode(v)
+    if tag == "dec":
+        return decimal.Decimal(v)
+    if tag == "set":
+        return {_dec(x) for x in v}
+    if tag == "fset":
+        return frozenset(_dec(x) for x in v)
+    if tag == "tuple":
+        return tuple(_dec(x) for x in v)
+    if tag == "date":
+        return _dt.date.fromisoformat(v)
+    if tag == "time":
+        return _dt.time.fromisoformat(v)
+    if tag == "td":
+        return _dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+    if tag == "int":
+        return int(v)
+    if tag == "float":
+        return float(v)
+    if tag == "u16":
+        return base64.b64decode(v).decode("utf-16-le", "surrogatepass")
+    if tag == "dict":
+        return {k: _dec(x) for k, x in v.items()}
+    if tag == "kdict":
+        return {_dec(k): _dec(x) for k, x in v}
+    return {k: _dec(x) for k, x in value.items()}
+
+
+def dumps(value: Any, path: str = "$") -> bytes:
+    """Encode any supported value to JSON bytes (tagged where needed).
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` with ``context["path"]`` for a value
+            of an unsupported type.
+    """
+    try:
+        return orjson.dumps(_enc(value, path, False))
+    except orjson.JSONEncodeError:
+        # Lone surrogates: re-encode with per-string checks (rare, so not on the fast path).
+        try:
+            return orjson.dumps(_enc(value, path, True))
+        except orjson.JSONEncodeError as exc:  # pragma: no cover - defensive
+            raise _fail(path, value, str(exc)) from None
+
+
+def loads(data: bytes | str | memoryview) -> Any:
+    """Decode JSON bytes written by :func:`dumps` (tags restored; models stay dicts)."""
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    obj = orjson.loads(data)
+    if (_TAG_B if isinstance(data, bytes) else _TAG.join('""')) in data:
+        return _dec(obj)
+    return obj
+
+
+# -- messages -------------------------------------------------------------------------------------
+def encode_message(msg: Message, path: str = "$.context[?]") -> bytes:
+    """Encode one message; raises :class:`SerializationError` for unsupported metadata values."""
+    return dumps(msg, path)
+
+
+def decode_message(data: bytes | str | memoryview) -> Message:
+    """Rebuild a :class:`Message` from :func:`encode_message` output (validated, never imported)."""
+    return Message.model_validate(loads(data))
+
+
+# -- state values (every field except ``context``) -----------------------------------------------
+def _strict_equal(a: Any, b: Any, path: str) -> str | None:
+    """Return the path of the first difference in value or type between ``a`` and ``b``."""
+    if type(a) is not type(b):
+        return path
+    if isinstance(a, BaseModel):
+        for name in type(a).model_fields:
+            bad = _strict_equal(getattr(a, name), getattr(b, name), f"{path}.{name}")
+            if bad:
+                return bad
+        return None
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return path
+        for k, v in a.items():
+            bad = _strict_equal(v, b[k], f"{path}.{k}")
+            if bad:
+                return bad
+        return None
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            bad = _strict_equal(x, y, f"{path}[{i}]")
+            if bad:
+                return bad
+        return None
+    if isinstance(a, float) and math.isnan(a) and math.isnan(b):
+        return None
+    if isinstance(a, _dt.datetime) and a.tzinfo != b.tzinfo:
+        return path
+    try:
+        return None if a == b else path
+    except Exception:  # noqa: BLE001 - an object that cannot compare cannot round-trip
+        return path
+
+
+def encode_values(state: BaseModel, *, verify: bool = True) -> bytes:
+    """Encode every field of ``state`` except ``context`` into one JSON object.
+
+    Args:
+        state: an ``AgentState`` (or subclass) instance.
+        verify: decode the result against ``type(state)`` and require every field to come back
+            equal and of the same type (so nothing silently returns as a dict or a string).
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000``; ``context["path"]`` names the value.
+    """
+    fields = {name: getattr(state, name) for name in type(state).model_fields if name != "context"}
+    data = dumps(fields)
+    if verify:
+        try:
+            back = decode_values(type(state), data)
+        except Exception as exc:  # noqa: BLE001 - any decode failure means a lossy value
+            bad = _first_lossy_field(state, fields)
+            raise _fail(bad or "$", fields, f"does not decode back: {type(exc).__name__}") from None
+        for name, value in fields.items():
+            bad = _strict_equal(value, back.get(name), f"$.{name}")
+            if bad:
+                raise _fail(bad, _at(fields, bad), "it would not decode back to the same type")
+    return data
+
+
+def _first_lossy_field(state: BaseModel, fields: dict[str, Any]) -> str | None:
+    cls = type(state)
+    for name, value in fields.items():
+        try:
+            cls.__pydantic_validator__.validate_assignment(
+                cls.model_construct(), name, _dec(orjson.loads(dumps(value)))
+            )
+        except Exception:  # noqa: BLE001
+            return f"$.{name}"
+    return None
+
+
+def _at(root: dict[str, Any], path: str) -> Any:
+    """Best-effort lookup of the value at ``path`` (for the error's type name)."""
+    import re
+
+    cur: Any = root
+    for key, idx in re.findall(r"\.([^.\[]+)|\[(\d+)\]", path[1:]):
+        try:
+            if key:
+                cur = cur[key] if isinstance(cur, dict) else getattr(cur, key)
+            else:
+                cur = list(cur)[int(idx)]
+        except Exception:  # noqa: BLE001
+            return cur
+    return cur
+
+
+def decode_values(state_cls: type[BaseModel], data: bytes | str | memoryview) -> dict[str, Any]:
+    """Decode :func:`encode_values` output into validated field values of ``state_cls``.
+
+    Returns:
+        ``{field: value}`` for every stored field that ``state_cls`` declares (unknown stored
+        fields are dropped, so a state class may lose fields between releases).
+    """
+    raw = loads(data)
+    fields = state_cls.model_fields
+    known = {k: v for k, v in raw.items() if k in fields and k != "context"}
+    model = state_cls.model_validate(known)
+    return {k: getattr(model, k) for k in known}
