@@ -29,6 +29,7 @@ class RunContext:
         node: the node being executed.
         replayed: ``True`` when this node execution replays one cut off by a crash or a stop.
         stats: counters the runtime keeps for this run (``ledger_hits``, ``tool_runs``...).
+        nodes: the compiled graph's nodes by name (an ``Agent`` finds its ``ToolNode`` here).
     """
 
     checkpointer: BaseCheckpointer
@@ -37,6 +38,7 @@ class RunContext:
     node: str = ""
     replayed: bool = False
     stats: dict[str, int] = field(default_factory=dict)
+    nodes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

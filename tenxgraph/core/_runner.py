@@ -1,0 +1,629 @@
+"""The step loop: one node at a time, a durable checkpoint after each.
+
+A run is an async generator of :class:`~tenxgraph.core.graph.stream.StreamChunk` s; ``ainvoke``
+drains it and keeps the result, ``astream`` hands the chunks to the caller.
+
+Durability (DESIGN section 3): after every node the new state is written as the thread's next
+version by compare-and-swap against the version this run last read or wrote, with
+``execution_meta.current_node`` naming the next node to run and status ``running`` (``completed``
+at ``END``). A process killed at any point therefore replays at most the one node that was
+running. With ``durable_checkpoint_every_step=False`` only the end of the run is written, plus
+any step whose new messages include tool calls (so a model's answer is durable before its tools
+run, and a replay sees the same calls), plus pauses and errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from opentelemetry.trace import use_span
+
+from tenxgraph.core._context import _RUN, RunContext
+from tenxgraph.core.config import RunConfig, normalize_config
+from tenxgraph.core.exceptions import (
+    GraphError,
+    GraphRecursionError,
+    InterruptPendingError,
+    NodeTimeoutError,
+    TenxGraphError,
+    ValidationError,
+)
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
+from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.telemetry import ATTR, EVENT, SPAN, record_error, span, tracer, user_digest
+from tenxgraph.utils.command import Command
+from tenxgraph.utils.constants import END, START, ResponseGranularity
+
+from .graph.node import call_with_params
+from .graph.stream import StreamChunk, StreamEvent
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import Loaded
+
+    from .graph.compiled_graph import CompiledGraph
+
+__all__ = ["run_graph", "apply_update", "normalize_return"]
+
+log = logging.getLogger("tenxgraph.runner")
+
+#: Seconds between two reads of the durable stop flag during a run (the in-process flag is
+#: checked between every two nodes for free).
+STOP_POLL_S = 1.0
+
+_PAUSED = (
+    ExecutionStatus.INTERRUPTED,
+    ExecutionStatus.INTERRUPTED_BEFORE,
+    ExecutionStatus.INTERRUPTED_AFTER,
+)
+
+
+class GraphInterrupt(Exception):  # noqa: N818 - control flow, not an error for users
+    """Raised inside a node by ``tenxgraph.utils.interrupt`` to pause the run for a human."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("interrupt")
+        self.payload = payload
+
+
+# -- node return values -------------------------------------------------------------------------
+def _as_message(item: Any, node: str) -> Message:
+    if isinstance(item, Message):
+        return item
+    if isinstance(item, str):
+        return Message.text_message(item, role="assistant")
+    raise GraphError(
+        f"node {node!r} returned a list holding {type(item).__name__}; a list may hold Message "
+        "or str only",
+        error_code="GRAPH_005",
+        context={"node": node},
+    )
+
+
+def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, Any], str | None]:
+    """Turn a node's return value into ``({field: value}, goto)``.
+
+    Supported: ``None``, ``str`` (an assistant message), ``Message``, a list of those, a ``dict``
+    of field updates (key ``"messages"`` appends to ``context``), a state object (its fields
+    replace the current ones), ``Command(update=..., goto=...)``.
+
+    Raises:
+        GraphError: ``GRAPH_005`` for any other type.
+        ValidationError: ``VALIDATION_001`` for a dict key that is not a state field.
+    """
+    goto = None
+    if isinstance(ret, Command):
+        goto = ret.goto
+        ret = ret.update
+    if ret is None:
+        return {}, goto
+    if isinstance(ret, (str, Message)):
+        return {"context": [_as_message(ret, node)]}, goto
+    if isinstance(ret, list):
+        return {"context": [_as_message(m, node) for m in ret]}, goto
+    if isinstance(ret, AgentState):
+        fields = type(state).model_fields
+        upd = {k: getattr(ret, k) for k in type(ret).model_fields if k in fields and k != "execution_meta"}
+        upd["__replace__"] = True
+        return upd, goto
+    if isinstance(ret, dict):
+        fields = type(state).model_fields
+        upd: dict[str, Any] = {}
+        for k, v in ret.items():
+            if k == "messages":
+                msgs = v if isinstance(v, list) else [v]
+                upd["context"] = list(upd.get("context", [])) + [_as_message(m, node) for m in msgs]
+            elif k in fields and k != "execution_meta":
+                upd[k] = v
+            else:
+                raise ValidationError(
+                    f"node {node!r} returned an update for unknown state field {k!r}",
+                    context={"field": k, "node": node},
+                )
+        return upd, goto
+    raise GraphError(
+        f"node {node!r} returned {type(ret).__name__}; return None, str, Message, a list of them, "
+        "a dict of field updates, a state object or Command",
+        error_code="GRAPH_005",
+        context={"node": node, "type": type(ret).__name__},
+    )
+
+
+def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState, list[Message]]:
+    """Merge ``update`` into ``state`` through each field's reducer.
+
+    Returns:
+        ``(new_state, new_messages)``: a new state object (``state`` is not modified) and the
+        messages that entered ``context`` (oldest first).
+
+    Raises:
+        ValidationError: ``VALIDATION_001`` when a value fails the field's type.
+    """
+    from tenxgraph.core.state import reducers_of
+
+    if not update:
+        return state, []
+    replace = update.pop("__replace__", False)
+    cls = type(state)
+    reducers = reducers_of(cls)
+    changes: dict[str, Any] = {}
+    old_ctx = state.context
+    for name, value in update.items():
+        if name == "context":
+            msgs = value if isinstance(value, list) else [value]
+            for m in msgs:
+                if not isinstance(m, Message):
+                    raise ValidationError(
+                        f"context takes Message objects, got {type(m).__name__}",
+                        context={"field": "context"},
+                    )
+            if replace:
+                from tenxgraph.core.state.reducers import replace_messages
+
+                changes[name] = msgs if isinstance(msgs, MessageList) and msgs is old_ctx else replace_messages(None, msgs)
+            else:
+                changes[name] = reducers[name](old_ctx, msgs)
+            continue
+        new_value = value if replace else reducers[name](getattr(state, name), value)
+        try:
+            probe = cls.model_construct()
+            cls.__pydantic_validator__.validate_assignment(probe, name, new_value)
+            new_value = getattr(probe, name)
+        except Exception as exc:  # pydantic's ValidationError
+            raise ValidationError(
+                f"invalid value for state field {name!r}: {exc}", context={"field": name}
+            ) from None
+        changes[name] = new_value
+    new_state = state.model_copy(update=changes)
+    new_ctx = new_state.context
+    if new_ctx is old_ctx:
+        return new_state, []
+    if (
+        isinstance(new_ctx, MessageList)
+        and isinstance(old_ctx, MessageList)
+        and new_ctx.lineage is old_ctx.lineage
+        and len(new_ctx) >= len(old_ctx)
+    ):
+        return new_state, list(new_ctx[len(old_ctx) :])
+    old_ids = {m.message_id for m in old_ctx}
+    return new_state, [m for m in new_ctx if m.message_id not in old_ids]
+
+
+def _with_meta(state: AgentState, **fields: Any) -> AgentState:
+    meta = state.execution_meta.model_copy(update=fields)
+    return state.model_copy(update={"execution_meta": meta})
+
+
+def _has_tool_calls(msgs: list[Message]) -> bool:
+    return any(m.role == "assistant" and (m.tools_calls or m.tool_calls()) for m in msgs)
+
+
+# -- input --------------------------------------------------------------------------------------
+def parse_input(input_data: Any, state_cls: type[AgentState]) -> tuple[list[Message], dict[str, Any], Any, bool]:
+    """Validate a run's input before anything is written.
+
+    Returns:
+        ``(messages, field_updates, resume_value, has_resume)``.
+
+    Raises:
+        ValidationError: ``VALIDATION_001`` for a non-dict input, an unknown key, or a message
+            that is not valid (e.g. an unknown role).
+    """
+    if input_data is None:
+        return [], {}, None, False
+    if isinstance(input_data, AgentState):
+        raise ValidationError(
+            "pass {'messages': [...]} as input, not a state object", context={"field": "input"}
+        )
+    if not isinstance(input_data, dict):
+        raise ValidationError(
+            f"input must be a dict like {{'messages': [...]}}, got {type(input_data).__name__}",
+            context={"field": "input"},
+        )
+    msgs: list[Message] = []
+    updates: dict[str, Any] = {}
+    fields = state_cls.model_fields
+    for k, v in input_data.items():
+        if k == "messages":
+            items = v if isinstance(v, (list, tuple)) else [v]
+            for i, m in enumerate(items):
+                if isinstance(m, Message):
+                    msgs.append(m)
+                    continue
+                try:
+                    if isinstance(m, str):
+                        msgs.append(Message.text_message(m))
+                    else:
+                        msgs.append(Message.model_validate(m))
+                except Exception as exc:  # pydantic ValidationError
+                    raise ValidationError(
+                        f"input message {i} is not valid: {exc}",
+                        context={"field": f"messages[{i}]"},
+                    ) from None
+        elif k == "resume":
+            continue
+        elif k in fields and k not in ("execution_meta", "context"):
+            updates[k] = v
+        else:
+            raise ValidationError(
+                f"unknown input key {k!r}; use 'messages', 'resume' or a state field",
+                context={"field": k},
+            )
+    return msgs, updates, input_data.get("resume"), "resume" in input_data
+
+
+# -- the run ------------------------------------------------------------------------------------
+class _Run:
+    """Mutable bookkeeping of one invocation (not shared across tasks)."""
+
+    def __init__(self, graph: CompiledGraph, rc: RunConfig) -> None:
+        self.graph = graph
+        self.rc = rc
+        self.cp = graph.checkpointer
+        self.key = self.cp.key_for(rc.raw)
+        self.prev: Loaded | None = None
+        self.state: AgentState | None = None
+        self.produced: list[Message] = []
+        self.executed = 0
+        self.dirty = False
+        self.last_stop_poll = time.monotonic()
+        self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects)
+        self.span: Any = None
+
+    async def commit(self, state: AgentState) -> None:
+        with use_span(self.span, end_on_exit=False):
+            self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+        self.state = self.prev.state
+        self.dirty = False
+
+    async def stop_requested(self) -> bool:
+        if self.graph._local_stops.pop(self.key, None):
+            return True
+        now = time.monotonic()
+        if now - self.last_stop_poll >= STOP_POLL_S:
+            self.last_stop_poll = now
+            try:
+                return await self.cp.aget_stop(self.rc.raw)
+            except TenxGraphError as exc:
+                log.warning("could not read the stop flag of a thread: %s", exc.error_code)
+        return False
+
+
+def _chunk(run: _Run, event: StreamEvent, **kw: Any) -> StreamChunk:
+    return StreamChunk(
+        event=event, thread_id=run.rc.thread_id, run_id=run.rc.run_id, timestamp=time.time(), **kw
+    )
+
+
+def _result(run: _Run, granularity: ResponseGranularity, input_msgs: list[Message]) -> dict[str, Any]:
+    state = run.state
+    assert state is not None
+    out: dict[str, Any] = {"messages": list(input_msgs) + list(run.produced)}
+    if granularity in (ResponseGranularity.PARTIAL, ResponseGranularity.FULL):
+        out["context"] = list(state.context)
+        out["summary"] = state.context_summary
+    if granularity == ResponseGranularity.FULL:
+        out["state"] = state
+    meta = state.execution_meta
+    if meta.status in _PAUSED:
+        out["interrupted"] = True
+        out["interrupt"] = {
+            "node": meta.interrupt_node,
+            "reason": meta.interrupt_reason,
+            "status": str(meta.status),
+            "data": meta.interrupt_data,
+        }
+    return out
+
+
+async def _route(graph: CompiledGraph, node: str, state: AgentState, config: dict[str, Any], goto: str | None) -> str:
+    if goto:
+        if goto != END and goto not in graph.node_objects:
+            raise GraphError(
+                f"node {node!r} returned Command(goto={goto!r}), which is not a node",
+                error_code="GRAPH_006",
+                context={"node": node, "goto": goto},
+            )
+        return goto
+    ce = graph.builder.conditional_edges.get(node)
+    if ce is not None:
+        try:
+            key = await call_with_params(ce.condition, state, config)
+        except TenxGraphError:
+            raise
+        except Exception as exc:
+            raise GraphError(
+                f"the router of node {node!r} raised {type(exc).__name__}: {exc}",
+                error_code="GRAPH_ROUTING_001",
+                context={"node": node},
+            ) from exc
+        target = ce.path_map.get(key, None) if ce.path_map else key
+        if target is None and ce.path_map and key in (END, None):
+            target = END
+        if target != END and target not in graph.node_objects:
+            raise GraphError(
+                f"the router of node {node!r} returned {key!r}, which maps to no node",
+                error_code="GRAPH_006",
+                context={"node": node, "key": str(key)},
+            )
+        return target
+    return graph.builder.edges.get(node, END)
+
+
+async def run_graph(
+    graph: CompiledGraph,
+    input_data: Any,
+    config: dict[str, Any] | None,
+    granularity: ResponseGranularity = ResponseGranularity.LOW,
+) -> AsyncIterator[StreamChunk]:
+    """Execute one invocation; yields stream chunks, the last one ``event == "result"`` with the
+    result dict in ``data``.
+
+    Raises:
+        ConfigError, ValidationError: bad config or input, before anything is written.
+        InterruptPendingError: ``GRAPH_008``: new messages on a thread paused for a human.
+        StaleStateError: another run wrote the thread first (nothing of this step is visible).
+        GraphRecursionError, NodeTimeoutError, GraphError: see their docs; the state reached
+            is checkpointed with status ``error`` first.
+    """
+    if config is None:
+        config = {}
+    rc = normalize_config(config, require_thread=False)
+    state_cls = graph.state_class
+    input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
+    run = _Run(graph, rc)
+    run_span = tracer().start_span(
+        SPAN.RUN,
+        attributes={
+            ATTR.THREAD_ID: rc.thread_id,
+            ATTR.RUN_ID: rc.run_id,
+            ATTR.USER_DIGEST: user_digest(rc.user_id),
+        },
+    )
+    run.span = run_span
+    try:
+        async for chunk in _run_body(run, input_msgs, field_updates, resume_value, has_resume, granularity):
+            yield chunk
+    except BaseException as exc:
+        record_error(run_span, exc)
+        raise
+    finally:
+        run_span.end()
+
+
+async def _run_body(
+    run: _Run,
+    input_msgs: list[Message],
+    field_updates: dict[str, Any],
+    resume_value: Any,
+    has_resume: bool,
+    granularity: ResponseGranularity,
+) -> AsyncIterator[StreamChunk]:
+    graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
+    counters = graph._counters
+    with use_span(run_span, end_on_exit=False):
+        run.prev = await run.cp.aload(rc.raw, state_cls)
+    if run.prev is not None:
+        run.state = run.prev.state
+    else:
+        run.state = graph.new_state()
+    meta = run.state.execution_meta
+    has_new_input = bool(input_msgs or field_updates)
+
+    # 1. A pause for a human must be answered, not silently discarded.
+    if meta.status in _PAUSED and has_new_input and not has_resume:
+        raise InterruptPendingError(
+            f"thread {rc.thread_id!r} is paused at node {meta.interrupt_node!r} "
+            f"({meta.status}); resume it with invoke({{'resume': answer}}, config) or "
+            "invoke(None, config), or edit it with update_state",
+            context={"thread_id": rc.thread_id, "node": meta.interrupt_node},
+        )
+
+    # 2. Finish an unfinished run first (crash, stop, pause being resumed).
+    resume_from: str | None = None
+    if meta.status in UNFINISHED and meta.status != ExecutionStatus.ERROR:
+        resume_from = meta.current_node
+    elif meta.status == ExecutionStatus.ERROR and not has_new_input:
+        resume_from = meta.current_node
+    if resume_from is not None and resume_from not in (END, START) and resume_from in graph.node_objects:
+        run_span.add_event(EVENT.RESUME, {ATTR.NODE: resume_from})
+        replay = meta.status == ExecutionStatus.RUNNING
+        skip_before = meta.status == ExecutionStatus.INTERRUPTED_BEFORE
+        internal = dict(meta.internal_data)
+        if has_resume:
+            internal["resume"] = resume_value
+        run.state = _with_meta(
+            run.state,
+            status=ExecutionStatus.RUNNING,
+            run_id=rc.run_id,
+            interrupt_node=None,
+            interrupt_reason=None,
+            interrupt_data=None,
+            error=None,
+            internal_data=internal,
+        )
+        async for ch in _steps(run, resume_from, replay=replay, skip_interrupt_before=skip_before):
+            yield ch
+        if run.state.execution_meta.status != ExecutionStatus.COMPLETED:
+            yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
+            return
+
+    if not has_new_input:
+        if run.prev is None and resume_from is None:
+            # Nothing to do on an unknown thread: no write.
+            pass
+        yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
+        return
+
+    # 3. The new input.
+    update: dict[str, Any] = dict(field_updates)
+    if input_msgs:
+        update["context"] = input_msgs
+    run.state, accepted = apply_update(run.state, update)
+    entry = graph.builder.entry_point
+    assert entry is not None
+    run.state = _with_meta(
+        run.state,
+        status=ExecutionStatus.RUNNING,
+        current_node=entry,
+        run_id=rc.run_id,
+        error=None,
+        interrupt_node=None,
+        interrupt_reason=None,
+        interrupt_data=None,
+        internal_data={},
+    )
+    # The input becomes durable with the first node's checkpoint (one write per step); a
+    # crash during that node loses nothing the caller was told was stored.
+    run.dirty = True
+    for m in accepted:
+        yield _chunk(run, StreamEvent.MESSAGE, message=m)
+    async for ch in _steps(run, entry, replay=False, skip_interrupt_before=False):
+        yield ch
+    if counters is not None and run.ctx.stats.get("replayed"):
+        counters.add(run.ctx.stats["replayed"])
+    yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, input_msgs))
+
+
+async def _steps(
+    run: _Run, start: str, *, replay: bool, skip_interrupt_before: bool
+) -> AsyncIterator[StreamChunk]:
+    """Run nodes from ``start`` until END, a pause, a stop or an error."""
+    graph = run.graph
+    rc = run.rc
+    node = start
+    first = True
+    while node != END:
+        state = run.state
+        assert state is not None
+        # Recursion limit: counted per invocation.
+        if run.executed >= rc.recursion_limit:
+            run.state = _with_meta(state, status=ExecutionStatus.ERROR, current_node=node, error="recursion limit")
+            await run.commit(run.state)
+            raise GraphRecursionError(
+                f"the run executed {run.executed} nodes, the recursion_limit; raise "
+                "config['recursion_limit'] or fix the loop. State saved; invoke(None, config) "
+                "continues from node " + repr(node),
+                context={"thread_id": rc.thread_id, "recursion_limit": rc.recursion_limit, "node": node},
+            )
+        # Stop requested (this process instantly, other processes via the store).
+        if await run.stop_requested():
+            run.state = _with_meta(state, status=ExecutionStatus.STOPPED, current_node=node)
+            await run.commit(run.state)
+            try:
+                await run.cp.aset_stop(rc.raw, False)
+            except TenxGraphError as exc:
+                log.warning("could not clear the stop flag: %s", exc.error_code)
+            yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "stopped", "node": node})
+            return
+        if node in graph.interrupt_before and not (first and skip_interrupt_before):
+            run.state = _with_meta(
+                state,
+                status=ExecutionStatus.INTERRUPTED_BEFORE,
+                current_node=node,
+                interrupt_node=node,
+                interrupt_reason="interrupt_before",
+            )
+            await run.commit(run.state)
+            yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "interrupted_before", "node": node})
+            return
+
+        node_obj = graph.node_objects[node]
+        is_replay = replay and first
+        run.ctx.node = node
+        run.ctx.replayed = is_replay
+        if is_replay:
+            run.ctx.stats["replayed"] = run.ctx.stats.get("replayed", 0) + 1
+        first = False
+        token = _RUN.set(run.ctx)
+        try:
+            with use_span(run.span, end_on_exit=False), span(
+                SPAN.NODE,
+                attributes={
+                    ATTR.NODE: node,
+                    ATTR.THREAD_ID: rc.thread_id,
+                    ATTR.STEP: state.execution_meta.step,
+                    ATTR.REPLAYED: is_replay,
+                },
+            ):
+                try:
+                    if rc.node_timeout is not None:
+                        with anyio.fail_after(rc.node_timeout):
+                            ret = await node_obj(state, rc.raw)
+                    else:
+                        ret = await node_obj(state, rc.raw)
+                except TimeoutError:
+                    raise NodeTimeoutError(
+                        f"node {node!r} ran longer than node_timeout={rc.node_timeout} s",
+                        context={"node": node, "timeout_s": rc.node_timeout},
+                    ) from None
+                update, goto = normalize_return(ret, state, node)
+                new_state, new_msgs = apply_update(state, update)
+                nxt = await _route(graph, node, new_state, rc.raw, goto)
+        except GraphInterrupt as gi:
+            run.state = _with_meta(
+                state,
+                status=ExecutionStatus.INTERRUPTED,
+                current_node=node,
+                interrupt_node=node,
+                interrupt_reason=gi.payload.get("reason") or "interrupt",
+                interrupt_data=gi.payload,
+            )
+            await run.commit(run.state)
+            yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "interrupted", "node": node})
+            return
+        except BaseException as exc:
+            if isinstance(exc, Exception) and _should_save_error(exc):
+                await _save_error(run, state, node, exc)
+            raise
+        finally:
+            _RUN.reset(token)
+        run.executed += 1
+        meta_updates: dict[str, Any] = {
+            "step": state.execution_meta.step + 1,
+            "current_node": nxt,
+            "status": ExecutionStatus.COMPLETED if nxt == END else ExecutionStatus.RUNNING,
+            "internal_data": {},
+        }
+        if node in graph.interrupt_after and nxt != END:
+            meta_updates.update(
+                status=ExecutionStatus.INTERRUPTED_AFTER, interrupt_node=node, interrupt_reason="interrupt_after"
+            )
+        new_state = _with_meta(new_state, **meta_updates)
+        run.state = new_state
+        run.produced.extend(new_msgs)
+        status = new_state.execution_meta.status
+        if rc.durable or status != ExecutionStatus.RUNNING or _has_tool_calls(new_msgs):
+            await run.commit(new_state)
+        else:
+            run.dirty = True
+        for m in new_msgs:
+            yield _chunk(run, StreamEvent.MESSAGE, message=m)
+        yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "next": nxt, "keys": sorted(update)})
+        if status == ExecutionStatus.INTERRUPTED_AFTER:
+            yield _chunk(run, StreamEvent.STATE, state=new_state, data={"status": "interrupted_after", "node": node})
+            return
+        node = nxt
+    if run.dirty:
+        await run.commit(run.state)
+
+
+def _should_save_error(exc: Exception) -> bool:
+    """Node failures from user code (and timeouts) are checkpointed with status ``error``;
+    errors of the tenxgraph family (bad return value, routing, storage, ledger) leave the stored
+    thread exactly as it was."""
+    return isinstance(exc, NodeTimeoutError) or not isinstance(exc, TenxGraphError)
+
+
+async def _save_error(run: _Run, state: AgentState, node: str, exc: Exception) -> None:
+    """Checkpoint the state before the failed node with status ``error`` (best effort)."""
+    code = getattr(exc, "error_code", None) or type(exc).__name__
+    try:
+        run.state = _with_meta(state, status=ExecutionStatus.ERROR, current_node=node, error=str(code))
+        await run.commit(run.state)
+    except Exception as save_exc:  # noqa: BLE001 - the node's error is what the caller sees
+        log.warning("could not checkpoint the error state of node %r: %s", node, type(save_exc).__name__)

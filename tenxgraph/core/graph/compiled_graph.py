@@ -1,0 +1,278 @@
+"""``CompiledGraph``: run a graph (async core, thin sync twins)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from tenxgraph.core._portal import iterate_sync, run_sync
+from tenxgraph.core._runner import apply_update, normalize_return, run_graph
+from tenxgraph.core.config import normalize_config
+from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
+from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.storage.base import ThreadKey
+from tenxgraph.telemetry import METRIC, counter
+from tenxgraph.utils.constants import ResponseGranularity
+
+from .stream import StreamChunk, StreamEvent
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateSnapshot
+
+    from .state_graph import StateGraph
+
+__all__ = ["CompiledGraph"]
+
+
+class CompiledGraph:
+    """A validated graph bound to a checkpointer. Build it with ``StateGraph.compile()``.
+
+    Every run reads the thread's latest version, checkpoints after each node with
+    compare-and-swap, and returns (or streams) what the run produced. Async methods are the real
+    ones; each sync method runs its async twin on tenxgraph's shared event-loop portal and
+    refuses (``GraphError GRAPH_007``) when called inside a running event loop.
+    """
+
+    def __init__(
+        self,
+        builder: StateGraph,
+        checkpointer: BaseCheckpointer,
+        interrupt_before: list[str],
+        interrupt_after: list[str],
+    ) -> None:
+        self.builder = builder
+        self.checkpointer = checkpointer
+        self.state_class: type[AgentState] = builder.state_class
+        self.interrupt_before = frozenset(interrupt_before)
+        self.interrupt_after = frozenset(interrupt_after)
+        self.node_objects = dict(builder.nodes)
+        self._local_stops: dict[ThreadKey, bool] = {}
+        self._running: dict[ThreadKey, int] = {}
+        self._counters = counter(METRIC.REPLAYED_NODES, "{node}", "nodes replayed after a crash or stop")
+        if checkpointer.state_class is AgentState and self.state_class is not AgentState:
+            checkpointer.state_class = self.state_class
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def new_state(self) -> AgentState:
+        """A fresh copy of the builder's initial state for a new thread."""
+        state = self.builder.initial_state.model_copy(deep=True)
+        return state.model_copy(update={"context": MessageList(state.context)})
+
+    def override_node(self, name: str, func: Any) -> CompiledGraph:
+        """Replace a node of the compiled graph (e.g. with a test double).
+
+        Raises:
+            GraphError: ``GRAPH_004`` when no such node exists.
+        """
+        self.builder.override_node(name, func)
+        self.node_objects[name] = self.builder.nodes[name]
+        return self
+
+    # -- runs ------------------------------------------------------------------------------------
+    async def _drive(
+        self, input_data: Any, config: dict[str, Any] | None, granularity: ResponseGranularity
+    ) -> AsyncIterator[StreamChunk]:
+        cfg = config if config is not None else {}
+        normalize_config(cfg, require_thread=False)
+        key = self.checkpointer.key_for(cfg)
+        self._running[key] = self._running.get(key, 0) + 1
+        try:
+            async for chunk in run_graph(self, input_data, cfg, ResponseGranularity(granularity)):
+                yield chunk
+        finally:
+            left = self._running.get(key, 1) - 1
+            if left <= 0:
+                self._running.pop(key, None)
+            else:
+                self._running[key] = left
+
+    async def ainvoke(
+        self,
+        input_data: dict[str, Any] | None,
+        config: dict[str, Any] | None = None,
+        response_granularity: ResponseGranularity = ResponseGranularity.LOW,
+    ) -> dict[str, Any]:
+        """Run the graph on one thread until END, a pause, a stop or an error.
+
+        Args:
+            input_data: ``{"messages": [Message, ...]}`` (appended to ``context``), optionally
+                state field values, or ``{"resume": answer}`` for a paused thread; ``None`` or
+                ``{}`` resumes an unfinished run and writes nothing on a finished thread.
+            config: the run config (DESIGN section 2): ``thread_id`` (generated when absent),
+                ``user_id``, ``recursion_limit``, ``durable_checkpoint_every_step``,
+                ``node_timeout``, ``tool_timeout`` (seconds). The runtime writes ``run_id`` and
+                ``_checkpoint_version`` into it.
+            response_granularity: ``LOW`` -> ``{"messages"}`` (this run's input and output
+                messages), ``PARTIAL`` adds ``"context"`` and ``"summary"``, ``FULL`` adds
+                ``"state"``. A paused run adds ``"interrupted": True`` and ``"interrupt"``.
+
+        Raises:
+            ConfigError: ``CONFIG_001`` (bad or misspelt config key), before any write.
+            ValidationError: ``VALIDATION_001`` (bad input or node update), before any write.
+            InterruptPendingError: ``GRAPH_008`` new messages on a thread paused for a human.
+            StaleStateError: ``STORAGE_CONFLICT_000``: another run wrote first; call again.
+            StorageError: ``STORAGE_FORBIDDEN_001``: the thread belongs to another user.
+            GraphRecursionError: ``GRAPH_RECURSION_001``, state saved.
+            NodeTimeoutError: ``NODE_TIMEOUT_001``.
+            GraphError: ``GRAPH_005`` unsupported node return, ``GRAPH_006`` unknown route,
+                ``GRAPH_ROUTING_001`` a router raised.
+            LedgerWriteError: ``STORAGE_LEDGER_001``: a tool result could not be recorded.
+        """
+        result: dict[str, Any] | None = None
+        agen = self._drive(input_data, config, response_granularity)
+        try:
+            async for chunk in agen:
+                if chunk.event == StreamEvent.RESULT:
+                    result = chunk.data
+        finally:
+            await agen.aclose()
+        assert result is not None
+        return result
+
+    def invoke(
+        self,
+        input_data: dict[str, Any] | None,
+        config: dict[str, Any] | None = None,
+        response_granularity: ResponseGranularity = ResponseGranularity.LOW,
+    ) -> dict[str, Any]:
+        """Sync twin of :meth:`ainvoke` (raises ``GraphError GRAPH_007`` inside an event loop)."""
+        return run_sync(
+            self.ainvoke, input_data, config, response_granularity, sync_name="invoke", async_name="ainvoke"
+        )
+
+    async def astream(
+        self,
+        input_data: dict[str, Any] | None,
+        config: dict[str, Any] | None = None,
+        response_granularity: ResponseGranularity = ResponseGranularity.LOW,
+    ) -> AsyncIterator[StreamChunk]:
+        """Run like :meth:`ainvoke`, yielding :class:`StreamChunk` s as the run goes:
+        ``message`` for each message entering the state, ``updates`` after each node,
+        ``state`` when the run pauses, stops or finishes, ``error`` before an error is raised.
+        """
+        agen = self._drive(input_data, config, response_granularity)
+        try:
+            async for chunk in agen:
+                if chunk.event == StreamEvent.RESULT:
+                    yield StreamChunk(
+                        event=StreamEvent.STATE,
+                        state=(chunk.data or {}).get("state") or await self.aget_state(config or {}),
+                        data={"status": "done"},
+                        thread_id=chunk.thread_id,
+                        run_id=chunk.run_id,
+                    )
+                    continue
+                yield chunk
+        except TenxGraphError as exc:
+            yield StreamChunk(
+                event=StreamEvent.ERROR,
+                data={"error_code": exc.error_code, "message": exc.message},
+                thread_id=(config or {}).get("thread_id"),
+                run_id=(config or {}).get("run_id"),
+            )
+            raise
+        finally:
+            await agen.aclose()
+
+    def stream(
+        self,
+        input_data: dict[str, Any] | None,
+        config: dict[str, Any] | None = None,
+        response_granularity: ResponseGranularity = ResponseGranularity.LOW,
+    ) -> Iterator[StreamChunk]:
+        """Sync twin of :meth:`astream`."""
+        return iterate_sync(
+            lambda: self.astream(input_data, config, response_granularity),
+            sync_name="stream",
+            async_name="astream",
+        )
+
+    # -- control ---------------------------------------------------------------------------------
+    async def astop(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Ask the thread's running run to stop between nodes (from any instance: the flag is
+        durable in the store). The run checkpoints with status ``stopped``; ``invoke(None,
+        config)`` resumes it.
+
+        Returns:
+            ``{"ok": True, "running": bool}``: ``running`` tells whether a run of this thread
+            is under way in this process or recorded as running in the store.
+        """
+        cfg = dict(config)
+        normalize_config(cfg, new_run=False)
+        key = self.checkpointer.key_for(cfg)
+        running = key in self._running
+        if running:
+            self._local_stops[key] = True
+        await self.checkpointer.aset_stop(cfg, True)
+        if not running:
+            state = await self.checkpointer.aget_state(cfg, self.state_class)
+            running = bool(state is not None and state.execution_meta.status == "running")
+        return {"ok": True, "running": running}
+
+    def stop(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Sync twin of :meth:`astop`."""
+        return run_sync(self.astop, config, sync_name="stop", async_name="astop")
+
+    async def aclose(self) -> None:
+        """Release the checkpointer's connections and pools."""
+        await self.checkpointer.aclose()
+
+    async def __aenter__(self) -> CompiledGraph:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- state access (beyond 10xGraph) ----------------------------------------------------------
+    async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
+        """The thread's latest state (``None`` when it does not exist or is another user's)."""
+        return await self.checkpointer.aget_state(config, self.state_class)
+
+    def get_state(self, config: dict[str, Any]) -> AgentState | None:
+        """Sync twin of :meth:`aget_state`."""
+        return run_sync(self.aget_state, config, sync_name="get_state", async_name="aget_state")
+
+    async def aget_state_history(
+        self, config: dict[str, Any], limit: int | None = None, before: int | None = None
+    ) -> list[StateSnapshot]:
+        """Kept versions of the thread, newest first (``limit``: count; ``before``: only
+        versions below it)."""
+        return await self.checkpointer.aget_state_history(config, limit, before, self.state_class)
+
+    def get_state_history(
+        self, config: dict[str, Any], limit: int | None = None, before: int | None = None
+    ) -> list[StateSnapshot]:
+        """Sync twin of :meth:`aget_state_history`."""
+        return run_sync(
+            self.aget_state_history, config, limit, before,
+            sync_name="get_state_history", async_name="aget_state_history",
+        )
+
+    async def aupdate_state(self, config: dict[str, Any], values: dict[str, Any] | Any) -> AgentState:
+        """Apply ``values`` to the thread's latest state as if a node had returned them
+        (through each field's reducer) and write it as a new version (compare-and-swap).
+
+        Returns:
+            The new state.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            StaleStateError: ``STORAGE_CONFLICT_000`` when it moved on meanwhile.
+            ValidationError / GraphError: for values a node could not return either.
+        """
+        cfg = config if config is not None else {}
+        normalize_config(cfg, new_run=False)
+        loaded = await self.checkpointer.aload(cfg, self.state_class)
+        if loaded is None:
+            raise ResourceNotFoundError(
+                f"thread {cfg['thread_id']!r} does not exist", context={"thread_id": cfg["thread_id"]}
+            )
+        update, _ = normalize_return(values, loaded.state, "__update_state__")
+        new_state, _ = apply_update(loaded.state, update)
+        committed = await self.checkpointer.acommit(cfg, new_state, loaded)
+        return committed.state
+
+    def update_state(self, config: dict[str, Any], values: dict[str, Any] | Any) -> AgentState:
+        """Sync twin of :meth:`aupdate_state`."""
+        return run_sync(self.aupdate_state, config, values, sync_name="update_state", async_name="aupdate_state")

@@ -1,0 +1,123 @@
+"""A graph node: a callable plus how to call it (which of ``state`` / ``config`` it declares)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from tenxgraph.core.exceptions import GraphError
+
+__all__ = ["Node", "call_with_params"]
+
+
+def _declared(func: Callable[..., Any]) -> tuple[bool, bool, bool]:
+    """(wants_state, wants_config, is_async) for a function or callable object."""
+    target = func
+    if not inspect.isfunction(func) and not inspect.ismethod(func) and callable(func):
+        target = func.__call__  # type: ignore[operator]
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return True, False, False
+    names = set(params)
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    wants_state = "state" in names or var_kw
+    wants_config = "config" in names or var_kw
+    if not wants_state and not wants_config:
+        # 10xGraph passes (state, config) positionally to functions that name them otherwise.
+        positional = [
+            p
+            for p in params.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        wants_state = len(positional) >= 1
+        wants_config = len(positional) >= 2
+    is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(func)
+    return wants_state, wants_config, is_async
+
+
+def _param_names(func: Callable[..., Any]) -> list[str]:
+    target = func
+    if not inspect.isfunction(func) and not inspect.ismethod(func) and callable(func):
+        target = func.__call__  # type: ignore[operator]
+    try:
+        return list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+@dataclass(slots=True)
+class Node:
+    """A node of a :class:`~tenxgraph.core.graph.StateGraph`.
+
+    Attributes:
+        name: unique node name.
+        func: a function (sync or async), an ``Agent``, a ``ToolNode`` or any callable.
+        wants_state, wants_config: which arguments it declares.
+        is_async: awaited on the event loop when ``True``; otherwise run in a worker thread.
+    """
+
+    name: str
+    func: Callable[..., Any]
+    wants_state: bool
+    wants_config: bool
+    is_async: bool
+    positional: bool
+
+    @classmethod
+    def build(cls, name: str, func: Any) -> Node:
+        """Inspect ``func`` once, at graph-building time.
+
+        Raises:
+            GraphError: ``GRAPH_001`` when ``func`` is not callable.
+        """
+        if not callable(func):
+            raise GraphError(
+                f"node {name!r} must be a function, an Agent or a ToolNode, got {type(func).__name__}",
+                error_code="GRAPH_001",
+                context={"node": name},
+            )
+        if getattr(func, "_tenxgraph_node", False):
+            return cls(name, func, True, True, True, False)
+        ws, wc, ia = _declared(func)
+        names = _param_names(func)
+        positional = not ("state" in names or "config" in names)
+        return cls(name, func, ws, wc, ia, positional)
+
+    async def __call__(self, state: Any, config: dict[str, Any]) -> Any:
+        """Call the node with the arguments it declares; sync nodes run in a worker thread."""
+        if self.positional:
+            args: tuple[Any, ...] = ()
+            if self.wants_state:
+                args = (state, config) if self.wants_config else (state,)
+            if self.is_async:
+                return await self.func(*args)
+            return await anyio.to_thread.run_sync(functools.partial(self.func, *args))
+        kwargs: dict[str, Any] = {}
+        if self.wants_state:
+            kwargs["state"] = state
+        if self.wants_config:
+            kwargs["config"] = config
+        if self.is_async:
+            return await self.func(**kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(self.func, **kwargs))
+
+
+async def call_with_params(func: Callable[..., Any], state: Any, config: dict[str, Any]) -> Any:
+    """Call a router or hook with ``state`` and, when it declares it, ``config``.
+
+    Sync routers run inline (they must be quick: routing only inspects state).
+    """
+    names = _param_names(func)
+    if "config" in names or (len(names) >= 2 and "state" not in names):
+        result = func(state, config) if "state" not in names else func(state=state, config=config)
+    else:
+        result = func(state)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

@@ -1,0 +1,243 @@
+"""``StateGraph``: the graph builder (10xGraph-compatible)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.state import AgentState
+from tenxgraph.utils.constants import END, START
+
+from .node import Node
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+
+    from .compiled_graph import CompiledGraph
+
+__all__ = ["ConditionalEdge", "StateGraph"]
+
+
+@dataclass(slots=True)
+class ConditionalEdge:
+    """A router attached to a node: ``condition(state[, config])`` returns a key; ``path_map``
+    maps keys to node names (without one, the key is the node name)."""
+
+    condition: Callable[..., Any]
+    path_map: dict[Any, str] | None
+
+
+class StateGraph:
+    """Builder of an agent graph; ``compile()`` returns a runnable :class:`CompiledGraph`.
+
+    Args:
+        state: the initial state: an instance (copied for each new thread) or a class
+            (instantiated with defaults); default ``AgentState``.
+
+    Execution is one node at a time: after a node, a ``Command.goto`` decides the next node,
+    else its conditional edge, else its static edge; a node with none of these ends the run.
+    """
+
+    def __init__(self, state: AgentState | type[AgentState] | None = None, **_ignored: Any) -> None:
+        if state is None:
+            state = AgentState
+        if isinstance(state, type):
+            if not issubclass(state, AgentState):
+                raise GraphError(
+                    "StateGraph(state=...) takes an AgentState subclass or instance",
+                    error_code="GRAPH_001",
+                )
+            self.state_class: type[AgentState] = state
+            self.initial_state: AgentState = state()
+        elif isinstance(state, AgentState):
+            self.state_class = type(state)
+            self.initial_state = state
+        else:
+            raise GraphError(
+                f"StateGraph(state=...) takes an AgentState subclass or instance, got {type(state).__name__}",
+                error_code="GRAPH_001",
+            )
+        self.nodes: dict[str, Node] = {}
+        self.edges: dict[str, str] = {}
+        self.conditional_edges: dict[str, ConditionalEdge] = {}
+        self.entry_point: str | None = None
+
+    # -- building --------------------------------------------------------------------------------
+    def add_node(self, name_or_func: str | Callable[..., Any], func: Any = None) -> StateGraph:
+        """Add a node: ``add_node(func)`` (named after the function), ``add_node("name", func)``
+        or ``add_node("name", agent_or_tool_node)``. Returns the builder for chaining.
+
+        Raises:
+            GraphError: ``GRAPH_001`` for a duplicate or reserved name or a non-callable.
+        """
+        if func is None:
+            if isinstance(name_or_func, str):
+                raise GraphError(
+                    f"add_node({name_or_func!r}) needs a function", error_code="GRAPH_001",
+                    context={"node": name_or_func},
+                )
+            func = name_or_func
+            name = getattr(func, "__name__", None) or getattr(func, "name", None) or type(func).__name__
+        else:
+            name = name_or_func  # type: ignore[assignment]
+        if not isinstance(name, str) or not name:
+            raise GraphError("node names must be non-empty strings", error_code="GRAPH_001")
+        if name in (START, END):
+            raise GraphError(f"{name!r} is reserved", error_code="GRAPH_001", context={"node": name})
+        if name in self.nodes:
+            raise GraphError(
+                f"a node named {name!r} already exists; use override_node to replace it",
+                error_code="GRAPH_001",
+                context={"node": name},
+            )
+        self.nodes[name] = Node.build(name, func)
+        return self
+
+    def override_node(self, name: str, func: Any) -> StateGraph:
+        """Replace an existing node's function (e.g. with a test double).
+
+        Raises:
+            GraphError: ``GRAPH_004`` when no such node exists.
+        """
+        if name not in self.nodes:
+            raise GraphError(f"no node named {name!r}", error_code="GRAPH_004", context={"node": name})
+        self.nodes[name] = Node.build(name, func)
+        return self
+
+    def add_edge(self, frm: str, to: str) -> StateGraph:
+        """A static edge ``frm -> to``; ``add_edge(START, node)`` sets the entry point.
+
+        Raises:
+            GraphError: ``GRAPH_001`` when ``frm`` already has a static edge.
+        """
+        if frm == START:
+            self.entry_point = to
+            return self
+        if frm in self.edges and self.edges[frm] != to:
+            raise GraphError(
+                f"node {frm!r} already has an edge to {self.edges[frm]!r}; use "
+                "add_conditional_edges to branch",
+                error_code="GRAPH_001",
+                context={"node": frm},
+            )
+        self.edges[frm] = to
+        return self
+
+    def add_conditional_edges(
+        self,
+        frm: str,
+        condition: Callable[..., Any],
+        path_map: dict[Any, str] | None = None,
+    ) -> StateGraph:
+        """Route from ``frm`` by ``condition(state)`` or ``condition(state, config)``.
+
+        Args:
+            frm: the source node.
+            condition: returns a routing key (sync or async).
+            path_map: key -> node name (``END`` allowed); without it the key is the node name.
+        """
+        if isinstance(path_map, (list, tuple)):
+            path_map = {p: p for p in path_map}
+        self.conditional_edges[frm] = ConditionalEdge(condition, dict(path_map) if path_map else None)
+        return self
+
+    def set_entry_point(self, name: str) -> StateGraph:
+        """Set the first node of every run (same as ``add_edge(START, name)``)."""
+        self.entry_point = name
+        return self
+
+    def set_finish_point(self, name: str) -> StateGraph:
+        """Make ``name`` end the run (same as ``add_edge(name, END)``)."""
+        return self.add_edge(name, END)
+
+    # -- validation ------------------------------------------------------------------------------
+    def _targets(self, node: str) -> Iterable[str]:
+        if node in self.edges:
+            yield self.edges[node]
+        ce = self.conditional_edges.get(node)
+        if ce is not None and ce.path_map:
+            yield from ce.path_map.values()
+
+    def validate(self, interrupt_before: list[str], interrupt_after: list[str]) -> None:
+        """Check the graph's structure.
+
+        Raises:
+            GraphError: ``GRAPH_002`` no entry point; ``GRAPH_004`` an edge, path map or
+                interrupt list names an unknown node; ``GRAPH_003`` a node that no path from
+                the entry point reaches (checked only when every router has a ``path_map``, as
+                routers without one may return any node).
+        """
+        if not self.nodes:
+            raise GraphError("the graph has no nodes", error_code="GRAPH_002")
+        if self.entry_point is None:
+            raise GraphError(
+                "no entry point: call set_entry_point(name) or add_edge(START, name)",
+                error_code="GRAPH_002",
+            )
+        known = set(self.nodes) | {END}
+        if self.entry_point not in self.nodes:
+            raise GraphError(
+                f"entry point {self.entry_point!r} is not a node", error_code="GRAPH_004",
+                context={"node": self.entry_point},
+            )
+        for frm in list(self.edges) + list(self.conditional_edges):
+            if frm not in self.nodes:
+                raise GraphError(
+                    f"edge from unknown node {frm!r}", error_code="GRAPH_004", context={"node": frm}
+                )
+            for to in self._targets(frm):
+                if to not in known:
+                    raise GraphError(
+                        f"edge {frm!r} -> {to!r} names an unknown node", error_code="GRAPH_004",
+                        context={"node": to},
+                    )
+        for label, names in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):
+            for n in names:
+                if n not in self.nodes:
+                    raise GraphError(
+                        f"{label} names unknown node {n!r}", error_code="GRAPH_004", context={"node": n}
+                    )
+        if all(ce.path_map for ce in self.conditional_edges.values()):
+            seen = {self.entry_point}
+            todo = [self.entry_point]
+            while todo:
+                cur = todo.pop()
+                for nxt in self._targets(cur):
+                    if nxt != END and nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            orphans = sorted(set(self.nodes) - seen)
+            if orphans:
+                raise GraphError(
+                    f"orphan node(s) {orphans}: no path from the entry point reaches them",
+                    error_code="GRAPH_003",
+                    context={"nodes": orphans},
+                )
+
+    def compile(
+        self,
+        checkpointer: BaseCheckpointer | None = None,
+        interrupt_before: list[str] | None = None,
+        interrupt_after: list[str] | None = None,
+        **_ignored: Any,
+    ) -> CompiledGraph:
+        """Validate and return a runnable graph.
+
+        Args:
+            checkpointer: where state lives; default a new ``InMemoryCheckpointer()``.
+            interrupt_before, interrupt_after: pause the run before / after these nodes.
+
+        Raises:
+            GraphError: see :meth:`validate`.
+        """
+        from .compiled_graph import CompiledGraph
+
+        ib, ia = list(interrupt_before or []), list(interrupt_after or [])
+        self.validate(ib, ia)
+        if checkpointer is None:
+            from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+
+            checkpointer = InMemoryCheckpointer()
+        return CompiledGraph(self, checkpointer, ib, ia)

@@ -1,0 +1,33 @@
+"""Checkpointers: ``InMemoryCheckpointer`` (default), ``SqliteCheckpointer``, ``PgCheckpointer``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import BaseCheckpointer, Loaded, StateSnapshot
+
+__all__ = [
+    "BaseCheckpointer",
+    "InMemoryCheckpointer",
+    "Loaded",
+    "PgCheckpointer",
+    "SqliteCheckpointer",
+    "StateSnapshot",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Backends import their tiers (and drivers) only when asked for.
+    if name == "InMemoryCheckpointer":
+        from .memory import InMemoryCheckpointer
+
+        return InMemoryCheckpointer
+    if name == "SqliteCheckpointer":
+        from .sqlite import SqliteCheckpointer
+
+        return SqliteCheckpointer
+    if name == "PgCheckpointer":
+        from .postgres import PgCheckpointer
+
+        return PgCheckpointer
+    raise AttributeError(name)

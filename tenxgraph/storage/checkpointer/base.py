@@ -1,0 +1,679 @@
+"""``BaseCheckpointer``: the public facade over a :class:`~tenxgraph.storage.base.StoreTier`.
+
+It turns states into encoded, diff-only, compare-and-swap writes and back, applies the owner
+scope, and offers 10xGraph's checkpointer API (``aput_state``, ``aget_state``,
+``alist_messages``, ``alist_threads``, ``aclean_thread`` ...) plus versioned history. Every async
+method has a sync twin that runs it through the one shared portal
+(:mod:`tenxgraph.core._portal`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tenxgraph.core._portal import run_sync
+from tenxgraph.core.config import normalize_config
+from tenxgraph.core.exceptions import ResourceNotFoundError, SerializationError, ValidationError
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.storage import serde
+from tenxgraph.storage._diff import DurableView, diff_messages
+from tenxgraph.storage.base import (
+    CheckpointWrite,
+    LedgerEntry,
+    StoredCheckpoint,
+    StoreTier,
+    ThreadInfo,
+    ThreadKey,
+)
+from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, histogram, span
+
+__all__ = ["BaseCheckpointer", "Loaded", "StateSnapshot"]
+
+
+@dataclass(slots=True)
+class Loaded:
+    """A decoded durable version, as the runtime holds it between steps.
+
+    Attributes:
+        state: the state object (its ``context`` is a private copy the run may extend).
+        version: the durable version it came from (or was written as).
+        view: the message side of that version, for diff-only writes.
+        created_at: UNIX seconds of the version.
+    """
+
+    state: AgentState
+    version: int
+    view: DurableView
+    created_at: float
+
+
+@dataclass(slots=True)
+class StateSnapshot:
+    """One kept version of a thread, as returned by ``get_state_history``.
+
+    Attributes:
+        thread_id: the thread.
+        version: 1, 2, 3, ...
+        state: the state exactly as it was at that version, messages included.
+        status: ``ExecutionStatus`` value of that checkpoint.
+        next_node: the node that was to run next (``execution_meta.current_node`` while running).
+        created_at: UNIX seconds.
+    """
+
+    thread_id: str
+    version: int
+    state: AgentState
+    status: str
+    next_node: str | None
+    created_at: float
+
+
+class BaseCheckpointer:
+    """Facade shared by :class:`InMemoryCheckpointer`, :class:`SqliteCheckpointer` and
+    :class:`PgCheckpointer`.
+
+    Args:
+        store: the source of truth, possibly a ``LayeredStore`` with cache tiers above it.
+        state_history_limit: versions kept per thread (the current one and ``N-1`` before it),
+            pruned on write; ``0`` or ``None`` keeps all. Default 20.
+        enforce_user_isolation: the first writer of a thread owns it; other ``user_id`` s read
+            nothing of it and get ``StorageError(STORAGE_FORBIDDEN_001)`` on writes. When
+            ``False``, ``user_id`` is ignored.
+        state_class: default state class used to decode when a caller does not name one
+            (``get_state`` outside a graph). A compiled graph passes its own.
+
+    Raises:
+        ValueError: a negative ``state_history_limit``.
+    """
+
+    def __init__(
+        self,
+        store: StoreTier,
+        *,
+        state_history_limit: int | None = 20,
+        enforce_user_isolation: bool = True,
+        state_class: type[AgentState] = AgentState,
+    ) -> None:
+        if state_history_limit is not None and state_history_limit < 0:
+            raise ValueError("state_history_limit must be >= 0 or None")
+        self.store = store
+        self.state_history_limit = state_history_limit or None
+        self.enforce_user_isolation = enforce_user_isolation
+        self.state_class = state_class
+        self._setup_done = False
+        # Versions this instance last read or wrote, per thread key: the CAS base of direct
+        # ``aput_state`` calls that do not carry ``_checkpoint_version``.
+        self._seen: dict[ThreadKey, Loaded] = {}
+        self._ckpt_counter = counter(METRIC.CHECKPOINTS, "{checkpoint}", "checkpoints written")
+        self._write_hist = histogram(METRIC.WRITE_DURATION, "s", "checkpoint write latency")
+        self._conflicts = counter(METRIC.CONFLICTS, "{conflict}", "compare-and-swap conflicts")
+
+    # -- keys ------------------------------------------------------------------------------------
+    def key_for(self, config: dict[str, Any]) -> ThreadKey:
+        """The :class:`ThreadKey` of a (validated) config: ``user_id`` becomes ``"*"`` when
+        isolation is off."""
+        user = config.get("user_id", "anonymous") if self.enforce_user_isolation else "*"
+        return ThreadKey(str(config["thread_id"]), str(user))
+
+    def _key(self, config: dict[str, Any] | None) -> ThreadKey:
+        rc = normalize_config(config, new_run=False)
+        return self.key_for(rc.raw)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def asetup(self) -> None:
+        """Create or migrate the schema (idempotent; safe from several processes at once).
+
+        Raises:
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` when the stored schema is newer.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server cannot be reached.
+        """
+        with span(SPAN.SETUP, attributes={ATTR.DB_SYSTEM: self.store.name}):
+            await self.store.asetup()
+        self._setup_done = True
+
+    def setup(self) -> None:
+        """Sync twin of :meth:`asetup` (call it outside an event loop)."""
+        run_sync(self.asetup, sync_name="setup", async_name="asetup")
+
+    async def _ensure_setup(self) -> None:
+        if not self._setup_done:
+            await self.asetup()
+
+    async def aclose(self) -> None:
+        """Release connections and pools (idempotent)."""
+        await self.store.aclose()
+        self._setup_done = False
+
+    def close(self) -> None:
+        """Sync twin of :meth:`aclose`."""
+        run_sync(self.aclose, sync_name="close", async_name="aclose")
+
+    async def __aenter__(self) -> BaseCheckpointer:
+        await self._ensure_setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- decoding --------------------------------------------------------------------------------
+    def _decode(self, rec: StoredCheckpoint, state_cls: type[AgentState]) -> Loaded:
+        values = serde.decode_values(state_cls, rec.values)
+        n: int
+        if rec.decoded is not None:
+            objs, n = rec.decoded
+            base = objs[:n]
+        else:
+            base = [serde.decode_message(b) for b in (rec.messages or [])]
+            n = len(base)
+        lineage = objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
+        msgs = MessageList(base, lineage=lineage)
+        state = state_cls.model_construct(**values, context=msgs)
+        view = DurableView(messages=msgs, length=n, ranges=rec.ranges, next_seq=rec.next_seq)
+        return Loaded(state=state, version=rec.version, view=view, created_at=rec.created_at)
+
+    # -- runtime API -----------------------------------------------------------------------------
+    async def aload(
+        self, config: dict[str, Any], state_cls: type[AgentState] | None = None
+    ) -> Loaded | None:
+        """Read and decode the latest version of the config's thread.
+
+        Args:
+            config: a validated run config (``thread_id``, ``user_id``).
+            state_cls: the class to validate stored values against (default: the
+                checkpointer's ``state_class``).
+
+        Returns:
+            A :class:`Loaded`, or ``None`` for a thread that does not exist (or is owned by
+            another user). Sets ``config["_checkpoint_version"]`` (0 when missing).
+        """
+        await self._ensure_setup()
+        key = self.key_for(config)
+        rec = await self.store.read(key)
+        if rec is None:
+            config["_checkpoint_version"] = 0
+            self._seen.pop(key, None)
+            return None
+        loaded = self._decode(rec, state_cls or self.state_class)
+        config["_checkpoint_version"] = loaded.version
+        self._seen[key] = loaded
+        return loaded
+
+    def build_write(
+        self, key: ThreadKey, state: AgentState, prev: Loaded | None
+    ) -> tuple[CheckpointWrite, DurableView]:
+        """Compute the compare-and-swap write of ``state`` on top of ``prev`` (no I/O).
+
+        Raises:
+            SerializationError: ``STORAGE_SERIALIZATION_000`` naming the path of a value that
+                cannot be stored; nothing is written.
+        """
+        view = prev.view if prev is not None else DurableView.empty()
+        msgs = state.context
+        diff = diff_messages(view, msgs)
+        rows: list[tuple[int, bytes]] = []
+        if diff.new:
+            offset = len(msgs) - len(diff.new) if diff.appended_only else None
+            for i, (seq, msg) in enumerate(diff.new):
+                if not isinstance(msg, Message):
+                    raise ValidationError(
+                        f"state.context holds a {type(msg).__name__}, not a Message",
+                        context={"field": "context"},
+                    )
+                where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
+                rows.append((seq, serde.encode_message(msg, where)))
+        values = serde.encode_values(state)
+        status = str(getattr(state.execution_meta, "status", "running"))
+        w = CheckpointWrite(
+            thread_id=key.thread_id,
+            user_id=key.user_id,
+            expected_version=prev.version if prev is not None else 0,
+            values=values,
+            new_messages=rows,
+            ranges=diff.ranges,
+            next_seq=diff.next_seq,
+            status=status,
+            history_limit=self.state_history_limit,
+            created_at=time.time(),
+        )
+        new_view = DurableView(
+            messages=msgs, length=len(msgs), ranges=diff.ranges, next_seq=diff.next_seq
+        )
+        return w, new_view
+
+    async def acommit(
+        self, config: dict[str, Any], state: AgentState, prev: Loaded | None
+    ) -> Loaded:
+        """Write ``state`` as the next version of the thread, compare-and-swap against ``prev``.
+
+        Only messages new or changed since ``prev`` are written. On success
+        ``config["_checkpoint_version"]`` is the new version.
+
+        Raises:
+            StaleStateError: ``STORAGE_CONFLICT_000``: the thread is no longer at
+                ``prev.version`` (``context``: ``thread_id``, ``expected_version``,
+                ``current_version``). Nothing was written; caches dropped the thread.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
+            TransientStorageError: ``STORAGE_TRANSIENT_001``: retryable; nothing was written.
+        """
+        await self._ensure_setup()
+        key = self.key_for(config)
+        w, view = self.build_write(key, state, prev)
+        t0 = time.perf_counter()
+        with span(
+            SPAN.CHECKPOINT_WRITE,
+            attributes={
+                ATTR.THREAD_ID: key.thread_id,
+                ATTR.VERSION: w.expected_version + 1,
+                ATTR.TIER: self.store.name,
+                ATTR.MESSAGES_WRITTEN: len(w.new_messages),
+                ATTR.BYTES: len(w.values) + sum(len(b) for _, b in w.new_messages),
+            },
+        ):
+            try:
+                rec = await self.store.write(w)
+            except Exception as exc:
+                if getattr(exc, "error_code", None) == "STORAGE_CONFLICT_000":
+                    self._conflicts.add(1)
+                    self._seen.pop(key, None)
+                raise
+        self._write_hist.record(time.perf_counter() - t0)
+        self._ckpt_counter.add(1)
+        attach = getattr(self.store, "attach_decoded", None)
+        if attach is not None:
+            await attach(key, rec.version, (view.messages, view.length))
+        config["_checkpoint_version"] = rec.version
+        loaded = Loaded(state=state, version=rec.version, view=view, created_at=rec.created_at)
+        self._seen[key] = loaded
+        return loaded
+
+    async def aledger_get(self, config: dict[str, Any], call_key: str) -> LedgerEntry | None:
+        """The ledger entry recorded for ``call_key`` on the config's thread, or ``None``.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread; driver errors as
+                ``TransientStorageError`` / ``StorageError`` (callers warn and run the tool).
+        """
+        await self._ensure_setup()
+        return await self.store.ledger_get(self.key_for(config), call_key)
+
+    async def aledger_put(self, config: dict[str, Any], entry: LedgerEntry) -> LedgerEntry:
+        """Record a tool result durably; returns the winner when the key was already recorded.
+
+        Raises:
+            LedgerWriteError: ``STORAGE_LEDGER_001`` when the result could not be recorded.
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+        """
+        await self._ensure_setup()
+        return await self.store.ledger_put(self.key_for(config), entry)
+
+    async def aledger_count(self, config: dict[str, Any]) -> int:
+        """Number of ledger rows of the config's thread."""
+        await self._ensure_setup()
+        return await self.store.ledger_count(self._key(config))
+
+    async def aset_stop(self, config: dict[str, Any], requested: bool = True) -> None:
+        """Set (or clear) the durable stop flag of the config's thread."""
+        await self._ensure_setup()
+        await self.store.set_stop(self._key(config), requested)
+
+    async def aget_stop(self, config: dict[str, Any]) -> bool:
+        """Whether a stop is requested for the config's thread."""
+        await self._ensure_setup()
+        return await self.store.get_stop(self.key_for(config))
+
+    # -- public state API (10xGraph names) -------------------------------------------------------
+    async def aget_state(
+        self, config: dict[str, Any], state_cls: type[AgentState] | None = None
+    ) -> AgentState | None:
+        """The latest state of the config's thread, or ``None`` when it does not exist (or is
+        owned by another user, which reads exactly as missing).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for a missing or invalid ``thread_id``.
+        """
+        cfg = dict(config or {})
+        normalize_config(cfg, new_run=False)
+        loaded = await self.aload(cfg, state_cls)
+        if config is not None and "_checkpoint_version" in cfg:
+            config["_checkpoint_version"] = cfg["_checkpoint_version"]
+        return loaded.state if loaded else None
+
+    def get_state(
+        self, config: dict[str, Any], state_cls: type[AgentState] | None = None
+    ) -> AgentState | None:
+        """Sync twin of :meth:`aget_state`."""
+        return run_sync(self.aget_state, config, state_cls, sync_name="get_state", async_name="aget_state")
+
+    async def aput_state(self, config: dict[str, Any], state: AgentState) -> AgentState:
+        """Write ``state`` as the thread's next version (compare-and-swap).
+
+        The expected version is ``config["_checkpoint_version"]`` when present, else the version
+        this checkpointer instance last read or wrote for the thread, else the thread's current
+        version (read now). Returns ``state``.
+
+        Raises:
+            StaleStateError: ``STORAGE_CONFLICT_000`` when the thread moved on.
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
+            ValidationError: ``VALIDATION_001`` when ``state`` is not an ``AgentState``.
+        """
+        if not isinstance(state, AgentState):
+            raise ValidationError(
+                f"aput_state expects an AgentState, got {type(state).__name__}",
+                context={"field": "state"},
+            )
+        cfg = config if config is not None else {}
+        normalize_config(cfg, new_run=False)
+        key = self.key_for(cfg)
+        prev = await self._base_for(cfg, key, type(state))
+        await self.acommit(cfg, state, prev)
+        return state
+
+    def put_state(self, config: dict[str, Any], state: AgentState) -> AgentState:
+        """Sync twin of :meth:`aput_state`."""
+        return run_sync(self.aput_state, config, state, sync_name="put_state", async_name="aput_state")
+
+    async def _base_for(
+        self, cfg: dict[str, Any], key: ThreadKey, state_cls: type[AgentState]
+    ) -> Loaded | None:
+        expected = cfg.get("_checkpoint_version")
+        seen = self._seen.get(key)
+        if expected is not None:
+            if expected == 0:
+                return None
+            if seen is not None and seen.version == expected:
+                return seen
+            rec = await self.store.read(key, int(expected))
+            if rec is None:
+                # The version is gone (pruned or never existed): the CAS must fail as stale.
+                return Loaded(
+                    state=state_cls(), version=int(expected), view=DurableView.empty(), created_at=0
+                )
+            return self._decode(rec, state_cls)
+        if seen is not None:
+            return seen
+        return await self.aload(cfg, state_cls)
+
+    async def aget_state_history(
+        self,
+        config: dict[str, Any],
+        limit: int | None = None,
+        before: int | None = None,
+        state_cls: type[AgentState] | None = None,
+    ) -> list[StateSnapshot]:
+        """Kept versions of the thread, newest first (like LangGraph's ``get_state_history``).
+
+        Args:
+            config: with ``thread_id`` (and ``user_id``).
+            limit: at most this many snapshots (``None``: all kept).
+            before: only versions strictly below this one.
+            state_cls: class to decode with.
+
+        Returns:
+            ``StateSnapshot`` s, newest first; empty for a missing or foreign thread. Uses a
+            constant number of queries whatever the count.
+        """
+        await self._ensure_setup()
+        key = self._key(config)
+        recs = await self.store.history(key, limit=limit, before=before)
+        cls = state_cls or self.state_class
+        out = []
+        for rec in recs:
+            loaded = self._decode(rec, cls)
+            meta = loaded.state.execution_meta
+            out.append(
+                StateSnapshot(
+                    thread_id=rec.thread_id,
+                    version=rec.version,
+                    state=loaded.state,
+                    status=rec.status,
+                    next_node=meta.current_node if rec.status == "running" else None,
+                    created_at=rec.created_at,
+                )
+            )
+        return out
+
+    def get_state_history(
+        self, config: dict[str, Any], limit: int | None = None, before: int | None = None
+    ) -> list[StateSnapshot]:
+        """Sync twin of :meth:`aget_state_history`."""
+        return run_sync(
+            self.aget_state_history,
+            config,
+            limit,
+            before,
+            sync_name="get_state_history",
+            async_name="aget_state_history",
+        )
+
+    async def aget_version(
+        self, config: dict[str, Any], version: int, state_cls: type[AgentState] | None = None
+    ) -> AgentState:
+        """The state exactly as it was at ``version``.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when that version is not kept (or the
+                thread is another user's).
+        """
+        await self._ensure_setup()
+        key = self._key(config)
+        rec = await self.store.read(key, int(version))
+        if rec is None:
+            raise ResourceNotFoundError(
+                f"thread {key.thread_id!r} has no kept version {version}",
+                context={"thread_id": key.thread_id, "version": version},
+            )
+        return self._decode(rec, state_cls or self.state_class).state
+
+    async def aclean_thread(self, config: dict[str, Any]) -> bool:
+        """Delete every version, message, ledger row and flag of the thread.
+
+        Returns:
+            ``True`` when the thread existed.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+        """
+        await self._ensure_setup()
+        key = self._key(config)
+        self._seen.pop(key, None)
+        return await self.store.delete_thread(key)
+
+    def clean_thread(self, config: dict[str, Any]) -> bool:
+        """Sync twin of :meth:`aclean_thread`."""
+        return run_sync(self.aclean_thread, config, sync_name="clean_thread", async_name="aclean_thread")
+
+    async def aclear_state(self, config: dict[str, Any]) -> bool:
+        """10xGraph name for deleting a thread's persisted state: same as :meth:`aclean_thread`."""
+        return await self.aclean_thread(config)
+
+    def clear_state(self, config: dict[str, Any]) -> bool:
+        """Sync twin of :meth:`aclear_state`."""
+        return run_sync(self.aclear_state, config, sync_name="clear_state", async_name="aclear_state")
+
+    async def alist_threads(
+        self,
+        config: dict[str, Any] | None = None,
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[ThreadInfo]:
+        """Threads owned by the config's ``user_id``, most recently updated first.
+
+        Args:
+            config: ``{"user_id": ...}`` (``thread_id`` not needed).
+            search: keep threads whose id contains this substring.
+            offset, limit: pagination (counts).
+        """
+        await self._ensure_setup()
+        cfg = dict(config or {})
+        user = str(cfg.get("user_id", "anonymous")) if self.enforce_user_isolation else "*"
+        threads = await self.store.list_threads(user, limit=None if search else limit, offset=0 if search else (offset or 0))
+        if search:
+            threads = [t for t in threads if search in t.thread_id]
+            start = offset or 0
+            threads = threads[start : start + limit if limit else None]
+        return threads
+
+    def list_threads(
+        self,
+        config: dict[str, Any] | None = None,
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[ThreadInfo]:
+        """Sync twin of :meth:`alist_threads`."""
+        return run_sync(
+            self.alist_threads, config, search, offset, limit, sync_name="list_threads", async_name="alist_threads"
+        )
+
+    async def aget_thread(self, config: dict[str, Any]) -> ThreadInfo | None:
+        """The :class:`ThreadInfo` of the config's thread, or ``None`` (missing or foreign)."""
+        await self._ensure_setup()
+        key = self._key(config)
+        for info in await self.store.list_threads(key.user_id):
+            if info.thread_id == key.thread_id:
+                return info
+        return None
+
+    def get_thread(self, config: dict[str, Any]) -> ThreadInfo | None:
+        """Sync twin of :meth:`aget_thread`."""
+        return run_sync(self.aget_thread, config, sync_name="get_thread", async_name="aget_thread")
+
+    async def aput_thread(self, config: dict[str, Any], thread_info: dict[str, Any] | ThreadInfo) -> None:
+        """Set the application metadata of an existing thread.
+
+        Args:
+            thread_info: a dict of JSON-compatible metadata, or a :class:`ThreadInfo` whose
+                ``metadata`` is taken.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread has no checkpoint yet.
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` when metadata is not JSON data.
+        """
+        await self._ensure_setup()
+        meta = thread_info.metadata if isinstance(thread_info, ThreadInfo) else dict(thread_info)
+        try:
+            orjson.dumps(meta)
+        except TypeError as exc:
+            raise SerializationError(
+                f"thread metadata must be JSON data: {exc}", context={"path": "$"}
+            ) from None
+        await self.store.set_thread_metadata(self._key(config), meta)
+
+    def put_thread(self, config: dict[str, Any], thread_info: dict[str, Any] | ThreadInfo) -> None:
+        """Sync twin of :meth:`aput_thread`."""
+        run_sync(self.aput_thread, config, thread_info, sync_name="put_thread", async_name="aput_thread")
+
+    async def alist_messages(
+        self,
+        config: dict[str, Any],
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Messages of the thread's latest state, oldest first.
+
+        Args:
+            search: keep messages whose text contains this substring (case-insensitive).
+            offset, limit: pagination (counts).
+        """
+        state = await self.aget_state(config)
+        msgs: Sequence[Message] = state.context if state is not None else []
+        if search:
+            needle = search.lower()
+            msgs = [m for m in msgs if needle in m.text().lower()]
+        start = offset or 0
+        return list(msgs[start : start + limit if limit is not None else None])
+
+    def list_messages(
+        self,
+        config: dict[str, Any],
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Sync twin of :meth:`alist_messages`."""
+        return run_sync(
+            self.alist_messages, config, search, offset, limit, sync_name="list_messages", async_name="alist_messages"
+        )
+
+    async def aget_message(self, config: dict[str, Any], message_id: str | int) -> Message:
+        """One message of the thread's latest state by id.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when no such message.
+        """
+        state = await self.aget_state(config)
+        for m in state.context if state is not None else []:
+            if m.message_id == message_id:
+                return m
+        raise ResourceNotFoundError(
+            f"no message {message_id!r} in thread {config.get('thread_id')!r}",
+            context={"thread_id": config.get("thread_id"), "message_id": message_id},
+        )
+
+    def get_message(self, config: dict[str, Any], message_id: str | int) -> Message:
+        """Sync twin of :meth:`aget_message`."""
+        return run_sync(self.aget_message, config, message_id, sync_name="get_message", async_name="aget_message")
+
+    async def aput_messages(
+        self, config: dict[str, Any], messages: list[Message], metadata: dict[str, Any] | None = None
+    ) -> None:
+        """Append messages to the thread as a new version (compare-and-swap, like
+        :meth:`aput_state`); messages whose id is already present are skipped.
+
+        Raises:
+            StaleStateError, StorageError, SerializationError: as :meth:`aput_state`.
+        """
+        from tenxgraph.core.state.reducers import add_messages
+
+        cfg = config if config is not None else {}
+        normalize_config(cfg, new_run=False)
+        key = self.key_for(cfg)
+        prev = await self._base_for(cfg, key, self.state_class)
+        base = prev.state if prev is not None else self.state_class()
+        new_state = base.model_copy(update={"context": add_messages(base.context, list(messages))})
+        await self.acommit(cfg, new_state, prev)
+
+    def put_messages(
+        self, config: dict[str, Any], messages: list[Message], metadata: dict[str, Any] | None = None
+    ) -> None:
+        """Sync twin of :meth:`aput_messages`."""
+        run_sync(self.aput_messages, config, messages, metadata, sync_name="put_messages", async_name="aput_messages")
+
+    async def adelete_message(self, config: dict[str, Any], message_id: str | int) -> bool:
+        """Remove one message from the thread's state as a new version (history keeps it).
+
+        Returns:
+            ``True`` when the message existed.
+        """
+        from tenxgraph.core.state.reducers import replace_messages
+
+        cfg = config if config is not None else {}
+        normalize_config(cfg, new_run=False)
+        key = self.key_for(cfg)
+        prev = await self._base_for(cfg, key, self.state_class)
+        if prev is None:
+            return False
+        kept = [m for m in prev.state.context if m.message_id != message_id]
+        if len(kept) == len(prev.state.context):
+            return False
+        new_state = prev.state.model_copy(update={"context": replace_messages(None, kept)})
+        await self.acommit(cfg, new_state, prev)
+        return True
+
+    def delete_message(self, config: dict[str, Any], message_id: str | int) -> bool:
+        """Sync twin of :meth:`adelete_message`."""
+        return run_sync(self.adelete_message, config, message_id, sync_name="delete_message", async_name="adelete_message")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(store={self.store.name!r}, state_history_limit={self.state_history_limit})"
