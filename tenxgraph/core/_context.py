@@ -30,6 +30,9 @@ class RunContext:
         replayed: ``True`` when this node execution replays one cut off by a crash or a stop.
         stats: counters the runtime keeps for this run (``ledger_hits``, ``tool_runs``...).
         nodes: the compiled graph's nodes by name (an ``Agent`` finds its ``ToolNode`` here).
+        step: ``execution_meta.step`` of the node execution (count of nodes run before it).
+        answers: human answers to ``interrupt()`` calls, by interrupt id.
+        interrupt_seq: ``interrupt()`` calls made so far by this node execution (count).
     """
 
     checkpointer: BaseCheckpointer
@@ -39,6 +42,9 @@ class RunContext:
     replayed: bool = False
     stats: dict[str, int] = field(default_factory=dict)
     nodes: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    answers: dict[str, Any] = field(default_factory=dict)
+    interrupt_seq: int = 0
 
 
 @dataclass(slots=True)

@@ -62,7 +62,7 @@ _PAUSED = (
 )
 
 
-class GraphInterrupt(Exception):  # noqa: N818 - control flow, not an error for users
+class GraphInterrupt(BaseException):  # noqa: N818 - control flow: passes through `except Exception`
     """Raised inside a node by ``tenxgraph.utils.interrupt`` to pause the run for a human."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
@@ -435,7 +435,9 @@ async def _run_body(
         skip_before = meta.status == ExecutionStatus.INTERRUPTED_BEFORE
         internal = dict(meta.internal_data)
         if has_resume:
-            internal["resume"] = resume_value
+            internal["answers"] = _merge_answers(
+                internal.get("answers", {}), resume_value, meta.interrupt_data
+            )
         run.state = _with_meta(
             run.state,
             status=ExecutionStatus.RUNNING,
@@ -536,6 +538,9 @@ async def _steps(
         is_replay = replay and first
         run.ctx.node = node
         run.ctx.replayed = is_replay
+        run.ctx.step = state.execution_meta.step
+        run.ctx.answers = dict(state.execution_meta.internal_data.get("answers", {}))
+        run.ctx.interrupt_seq = 0
         if is_replay:
             run.ctx.stats["replayed"] = run.ctx.stats.get("replayed", 0) + 1
         first = False
@@ -564,14 +569,19 @@ async def _steps(
                 update, goto = normalize_return(ret, state, node)
                 new_state, new_msgs = apply_update(state, update)
                 nxt = await _route(graph, node, new_state, rc.raw, goto)
-        except GraphInterrupt as gi:
+        except (GraphInterrupt, BaseExceptionGroup) as gi:
+            payloads = _interrupt_payloads(gi)
+            if payloads is None:
+                if isinstance(gi, Exception) and _should_save_error(gi):
+                    await _save_error(run, state, node, gi)
+                raise
             run.state = _with_meta(
                 state,
                 status=ExecutionStatus.INTERRUPTED,
                 current_node=node,
                 interrupt_node=node,
-                interrupt_reason=gi.payload.get("reason") or "interrupt",
-                interrupt_data=gi.payload,
+                interrupt_reason=payloads[0].get("reason") or "interrupt",
+                interrupt_data={"interrupts": payloads},
             )
             await run.commit(run.state)
             yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "interrupted", "node": node})
@@ -610,6 +620,36 @@ async def _steps(
         node = nxt
     if run.dirty:
         await run.commit(run.state)
+
+
+def _interrupt_payloads(exc: BaseException) -> list[dict[str, Any]] | None:
+    """The payloads of a ``GraphInterrupt`` or of a group made only of them (parallel tools),
+    in id order; ``None`` when ``exc`` holds anything else."""
+    if isinstance(exc, GraphInterrupt):
+        return [exc.payload]
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[dict[str, Any]] = []
+        for sub in exc.exceptions:
+            got = _interrupt_payloads(sub)
+            if got is None:
+                return None
+            out.extend(got)
+        return sorted(out, key=lambda p: p.get("id", ""))
+    return None
+
+
+def _merge_answers(
+    answers: dict[str, Any], resume_value: Any, interrupt_data: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Add a ``resume`` value to the answers so far: a dict keyed by pending interrupt ids
+    answers those; any other value answers the first pending interrupt."""
+    pending = [p["id"] for p in (interrupt_data or {}).get("interrupts", [])]
+    out = dict(answers)
+    if isinstance(resume_value, dict) and resume_value and set(resume_value) <= set(pending):
+        out.update(resume_value)
+    elif pending:
+        out[pending[0]] = resume_value
+    return out
 
 
 def _should_save_error(exc: Exception) -> bool:

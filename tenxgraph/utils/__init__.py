@@ -7,8 +7,10 @@ from typing import Any
 
 from .command import Command
 from .constants import END, START, ResponseGranularity
+from .interrupts import interrupt, pending_interrupt, pending_interrupts
 
-__all__ = ["END", "START", "Command", "ResponseGranularity", "interrupt", "pending_interrupt", "tool"]
+__all__ = ["END", "START", "Command", "ResponseGranularity", "interrupt", "pending_interrupt",
+           "pending_interrupts", "tool"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,8 +18,4 @@ def __getattr__(name: str) -> Any:
         from .tool import tool
 
         return tool
-    if name in ("interrupt", "pending_interrupt"):
-        from . import interrupt as _interrupt
-
-        return getattr(_interrupt, name)
     raise AttributeError(name)
