@@ -56,11 +56,13 @@ class ToolCallContext:
         name: the tool's name.
         call_key: the ledger key (``tool_call_id`` qualified by the assistant message and a
             digest of the call).
+        interrupt_seq: ``interrupt()`` calls made so far by this tool call (count).
     """
 
     tool_call_id: str
     name: str
     call_key: str
+    interrupt_seq: int = 0
 
 
 _RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("tenxgraph_run", default=None)

@@ -52,6 +52,7 @@ ERROR_CODES: dict[str, str] = {
     "TOOL_TIMEOUT_001": "a tool ran longer than tool_timeout seconds",
     "CONFIG_001": "invalid run config (missing, empty, too long or misspelt key)",
     "VALIDATION_001": "invalid input data (message, state update)",
+    "MODEL_001": "a chat model could not produce an answer (provider error, bad response)",
     "STORAGE_000": "generic storage error",
     "STORAGE_CONFLICT_000": "compare-and-swap lost: the thread moved on since this run read it",
     "STORAGE_TRANSIENT_001": "retryable storage failure (connection lost, pool timeout)",

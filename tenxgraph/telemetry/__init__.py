@@ -72,6 +72,8 @@ class ATTR:
     BYTES = "tenxgraph.checkpoint.bytes"
     MESSAGES_WRITTEN = "tenxgraph.checkpoint.messages_written"
     ERROR_CODE = "tenxgraph.error.code"
+    GENAI_OPERATION = "gen_ai.operation.name"
+    GENAI_REQUEST_MODEL = "gen_ai.request.model"
     TOOL_NAME = "gen_ai.tool.name"
     TOOL_CALL_ID = "gen_ai.tool.call.id"
     REPLAYED = "tenxgraph.node.replayed"

@@ -10,12 +10,12 @@ from .constants import END, START, ResponseGranularity
 from .interrupts import interrupt, pending_interrupt, pending_interrupts
 
 __all__ = ["END", "START", "Command", "ResponseGranularity", "interrupt", "pending_interrupt",
-           "pending_interrupts", "tool"]
+           "pending_interrupts", "tool", "get_tool_metadata", "has_tool_decorator"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "tool":
-        from .tool import tool
+    if name in ("tool", "get_tool_metadata", "has_tool_decorator"):
+        from . import tool as _tool_module
 
-        return tool
+        return getattr(_tool_module, name)
     raise AttributeError(name)

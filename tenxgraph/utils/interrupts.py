@@ -8,7 +8,8 @@ before the call re-runs, so keep side effects after it, or in tools, whose resul
 keeps).
 
 Each ``interrupt()`` call of a node execution gets a distinct, deterministic id
-(``"<node>:<step>:<n>"``, the n-th call of that execution). Several interrupts raised in one
+(``"<node>:<step>:<n>"``, the n-th call of that execution; inside a tool
+``"<node>:<step>:<tool_call_id>:<n>"``, since parallel tools interrupt in any order). Several interrupts raised in one
 step (e.g. parallel tools) are all pending at once; answer them together with
 ``{"resume": {id1: a1, id2: a2}}`` or one by one. A plain (non-dict) ``resume`` value answers
 the first pending interrupt.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenxgraph.core._context import current_run
+from tenxgraph.core._context import current_run, current_tool_call
 from tenxgraph.core.exceptions import GraphError
 
 __all__ = ["interrupt", "pending_interrupt", "pending_interrupts"]
@@ -50,8 +51,14 @@ def interrupt(
     run = current_run()
     if run is None:
         raise GraphError("interrupt() can only be called inside a running node", context={})
-    run.interrupt_seq += 1
-    iid = f"{run.node}:{run.step}:{run.interrupt_seq}"
+    call = current_tool_call()
+    if call is not None:
+        # Parallel tools interrupt in a timing-dependent order: key the id by the call.
+        call.interrupt_seq += 1
+        iid = f"{run.node}:{run.step}:{call.tool_call_id}:{call.interrupt_seq}"
+    else:
+        run.interrupt_seq += 1
+        iid = f"{run.node}:{run.step}:{run.interrupt_seq}"
     answers = run.answers
     if iid in answers:
         return answers[iid]

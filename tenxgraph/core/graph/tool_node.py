@@ -1,0 +1,605 @@
+"""``ToolNode``: runs the tool calls of the last assistant message, through the idempotency ledger.
+
+What a ``ToolNode`` does when the graph runs it:
+
+1. It takes the **last assistant message** of ``state.context`` and the tool calls of that
+   message not yet answered by a ``tool`` message after it (matched by ``tool_call_id``). If
+   the last assistant message makes no calls, it returns ``[]``.
+2. The calls run **in parallel** (one anyio task each); the resulting tool messages come back
+   **in the model's order**, whatever order they finish in.
+3. Each call goes through the **ledger** (DESIGN section 3), keyed by
+   ``call_key = f"{assistant_message_id}:{tool_call_id}:{digest}"`` where ``digest`` is the
+   first 16 hex characters of ``sha256(name + canonical JSON of the arguments)``. So a
+   replayed node (same assistant message, same call) is answered from the ledger, while a model
+   that reuses a ``tool_call_id`` for a *different* call gets that call executed.
+
+   * Before running: ``checkpointer.aledger_get``. A hit returns the recorded messages without
+     calling the tool: span event ``tenxgraph.ledger.hit``, counter ``tenxgraph.ledger.hits``,
+     ``run.stats["ledger_hits"] += 1``. A failed read logs a warning (logger
+     ``tenxgraph.core.graph.tool_node``), adds the span event ``tenxgraph.ledger.read_failed``
+     and runs the tool.
+   * Right after the tool returns, before anything else: ``checkpointer.aledger_put`` (in a
+     shielded scope, so a cancelled run still records a side effect that already happened).
+     A failure raises :class:`~tenxgraph.core.exceptions.LedgerWriteError` and the run stops
+     (the node's output is not checkpointed, so the thread does not advance). Sibling calls
+     already running are let finish (and recorded) rather than cut off mid-side-effect; then
+     the first failure, in call order, is raised. The same holds for the runtime's
+     ``GraphInterrupt`` (``interrupt()`` inside a tool): the other calls finish and are
+     recorded, then the interrupt (or a ``BaseExceptionGroup`` of several) is raised, and on
+     resume the recorded calls are ledger hits while the interrupted ones run again.
+   * If another process recorded the same call first (a racing replay), its recorded result
+     wins and is what this node returns.
+
+4. **Failures become tool messages, not crashes**: a tool that raises, runs past
+   ``config["tool_timeout"]`` seconds (default 300; ``None`` disables), is unknown, receives
+   arguments that fail its schema (or are not a JSON object), or returns a value that cannot
+   be stored, answers the call with a ``role="tool"`` message whose ``ToolResultBlock`` has
+   ``is_error=True`` and a text starting with ``"Error: "`` that tells the model what went
+   wrong. **These errors are recorded in the ledger too**: a replay returns the same error
+   instead of running the tool again, because a tool that failed may still have done part of
+   its side effect (a timed-out payment may have gone through). To retry, the model issues a
+   new call (a new assistant message, hence a new ``call_key``).
+
+   A sync tool that times out keeps running in its worker thread (threads cannot be killed);
+   its late result is discarded. Exceptions that define ``_tenxgraph_propagate = True`` (the
+   runtime's control-flow signals) are not turned into messages but re-raised.
+
+Outside a graph run (no :func:`~tenxgraph.core._context.current_run`, e.g. calling the node
+directly in a unit test) there is no ledger: calls run without recording.
+
+The ledger's ``result`` bytes are ``serde.dumps({"v": 1, "messages": [Message, ...]})``: the
+exact messages the call produced. The node always returns the messages decoded from those bytes,
+so a first run and a replay return identical messages (same ``message_id``, timestamp and
+content). A tool message built by the node has the deterministic id ``uuid5(call_key)``.
+
+Tool functions: sync tools run in a worker thread (``anyio.to_thread.run_sync``); async tools
+on the event loop. Parameters named ``tool_call_id``, ``state`` and ``config`` are injected when
+declared and never shown to the model. During a call, :func:`tenxgraph.core._context.
+current_tool_call` gives the call's ``tool_call_id`` (to pass on as an idempotency key), name
+and ``call_key``. A tool returns a ``str``, any JSON-compatible value (Pydantic models,
+dataclasses, dates, enums... are converted to their JSON form), a ``Message``, or a list of
+``Message`` s.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+import orjson
+import pydantic
+import pydantic_core
+
+from tenxgraph.core._context import _TOOL_CALL, RunContext, ToolCallContext, current_run
+from tenxgraph.core.exceptions import (
+    GraphError,
+    LedgerWriteError,
+    SerializationError,
+    StorageError,
+    TenxGraphError,
+)
+from tenxgraph.core.state import Message, ToolCallBlock, ToolResultBlock
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import LedgerEntry
+from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, record_error, span
+
+from ._schema import ToolSpec, build_tool_spec, format_validation_error
+
+__all__ = ["ToolNode", "call_key_for", "pending_tool_calls"]
+
+logger = logging.getLogger(__name__)
+
+_NAMESPACE = uuid.UUID("5d1f4c2e-8a0b-4b7e-9a53-7e0c1b8f2d11")
+_LEDGER_FORMAT = 1
+_LEDGER_PUT_TIMEOUT_S = 60.0
+_DEFAULT_TOOL_TIMEOUT_S = 300.0
+
+
+def call_key_for(assistant_message_id: str | int, call: ToolCallBlock) -> str:
+    """The ledger key of one tool call (see the module docstring).
+
+    Args:
+        assistant_message_id: the ``message_id`` of the assistant message making the call.
+        call: the call (``id``, ``name``, ``args``).
+
+    Returns:
+        ``f"{assistant_message_id}:{call.id}:{sha256(name + canonical_json(args))[:16]}"``;
+        canonical JSON has sorted keys and no whitespace.
+    """
+    canonical = orjson.dumps(
+        call.args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str
+    ).decode()
+    digest = hashlib.sha256((call.name + canonical).encode()).hexdigest()[:16]
+    return f"{assistant_message_id}:{call.id}:{digest}"
+
+
+def pending_tool_calls(context: list[Message]) -> tuple[Message | None, list[ToolCallBlock]]:
+    """The last assistant message and its calls not yet answered by a later tool message.
+
+    Args:
+        context: the conversation, oldest first.
+
+    Returns:
+        ``(assistant_message, calls)`` with ``calls`` in the model's order; ``(None, [])``
+        when there is no assistant message, ``(msg, [])`` when it makes no unanswered call.
+    """
+    for i in range(len(context) - 1, -1, -1):
+        msg = context[i]
+        if msg.role != "assistant":
+            continue
+        calls = msg.tool_calls()
+        if not calls:
+            return msg, []
+        answered: set[str] = set()
+        for later in context[i + 1 :]:
+            if later.role != "tool":
+                continue
+            if later.tool_call_id:
+                answered.add(later.tool_call_id)
+            for block in later.content:
+                if isinstance(block, ToolResultBlock):
+                    answered.add(block.tool_call_id)
+        return msg, [c for c in calls if c.id not in answered]
+    return None, []
+
+
+@functools.lru_cache(maxsize=1024)
+def _spec_for(func: Callable[..., Any]) -> ToolSpec:
+    return build_tool_spec(func)
+
+
+def _spec(func: Callable[..., Any]) -> ToolSpec:
+    try:
+        return _spec_for(func)
+    except TypeError:  # unhashable callable object
+        return build_tool_spec(func)
+
+
+def _to_content(value: Any) -> str | list[Any] | dict[str, Any] | None:
+    """A tool's plain return value as ``ToolResultBlock.content`` (JSON form).
+
+    Raises:
+        pydantic_core.PydanticSerializationError: no JSON form exists.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    data = pydantic_core.to_jsonable_python(value)
+    if isinstance(data, (dict, list, str)) or data is None:
+        return data
+    return orjson.dumps(data).decode()
+
+
+class ToolNode:
+    """A graph node that runs tool calls (10xGraph-compatible; see the module docstring).
+
+    Args:
+        functions: the tools: sync or async functions, bound methods, ``functools.partial``
+            objects or callable objects, optionally decorated with
+            :func:`tenxgraph.utils.tool`. Names must be unique.
+
+    Raises:
+        GraphError: ``GRAPH_001`` when two tools have the same name or a tool is not callable.
+
+    Example::
+
+        def get_weather(location: str) -> str:
+            \"\"\"Get the current weather for a specific location.\"\"\"
+            return f"The weather in {location} is sunny."
+
+        tool_node = ToolNode([get_weather])
+        graph.add_node("TOOL", tool_node)
+    """
+
+    #: Called by the runner as ``await node(state=state, config=config)``.
+    _tenxgraph_node = True
+
+    def __init__(self, functions: Iterable[Callable[..., Any]]) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        for func in functions:
+            try:
+                spec = _spec(func)
+            except TypeError as exc:
+                raise GraphError(str(exc), error_code="GRAPH_001") from None
+            if spec.name in self._tools:
+                raise GraphError(
+                    f"two tools are named {spec.name!r}; rename one with @tool(name=...)",
+                    error_code="GRAPH_001",
+                    context={"tool": spec.name},
+                )
+            self._tools[spec.name] = spec
+
+    def __repr__(self) -> str:
+        return f"ToolNode({list(self._tools)})"
+
+    # -- schemas -----------------------------------------------------------------------------------
+    @property
+    def tool_names(self) -> list[str]:
+        """The tools' names, in the order given."""
+        return list(self._tools)
+
+    def get_tool(self, name: str) -> ToolSpec | None:
+        """The :class:`~tenxgraph.core.graph._schema.ToolSpec` of tool ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def tool_schemas(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The tools in OpenAI's function-calling shape, in the order given.
+
+        Args:
+            tags: keep only tools with at least one of these ``@tool`` tags (``None``: all).
+
+        Returns:
+            ``[{"type": "function", "function": {"name", "description", "parameters"}}]``
+            (new dicts on every call; safe to modify).
+        """
+        wanted = set(tags) if tags else None
+        out = []
+        for spec in self._tools.values():
+            if wanted is not None and not (spec.tags & wanted):
+                continue
+            out.append(orjson.loads(orjson.dumps(spec.openai_schema())))
+        return out
+
+    async def all_tools(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Async twin of :meth:`tool_schemas` (10xGraph's ``await tool_node.all_tools()``)."""
+        return self.tool_schemas(tags)
+
+    def all_tools_sync(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Same as :meth:`tool_schemas` (10xGraph's ``all_tools_sync``)."""
+        return self.tool_schemas(tags)
+
+    # -- execution ---------------------------------------------------------------------------------
+    async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> list[Message]:
+        """Run the pending tool calls of the last assistant message of ``state.context``.
+
+        Args:
+            state: the graph state (an ``AgentState``); passed to tools declaring ``state``.
+            config: the run's config; ``tool_timeout`` (seconds, default 300, ``None``
+                disables) bounds each call; passed to tools declaring ``config``.
+
+        Returns:
+            The tool messages, in the order of the calls (``[]`` when nothing is pending).
+
+        Raises:
+            LedgerWriteError: ``STORAGE_LEDGER_001``: a result could not be recorded; the run
+                must stop. ``context``: ``thread_id``, ``tool_call_id``, ``tool``.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when the thread belongs to another user.
+        """
+        run = current_run()
+        if config is None:
+            config = run.config if run is not None else {}
+        context = getattr(state, "context", None) or []
+        assistant, calls = pending_tool_calls(context)
+        if assistant is None or not calls:
+            return []
+        results: list[list[Message] | None] = [None] * len(calls)
+        errors: list[BaseException | None] = [None] * len(calls)
+
+        cancelled = anyio.get_cancelled_exc_class()
+
+        async def one(i: int, call: ToolCallBlock) -> None:
+            try:
+                results[i] = await self._run_call(assistant, call, state, config, run)
+            except cancelled:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - raised once the siblings finished
+                errors[i] = exc
+
+        if len(calls) == 1:
+            await one(0, calls[0])
+        else:
+            async with anyio.create_task_group() as tg:
+                for i, call in enumerate(calls):
+                    tg.start_soon(one, i, call)
+        _raise_failures([e for e in errors if e is not None])
+        out: list[Message] = []
+        for msgs in results:
+            out.extend(msgs or ())
+        return out
+
+    async def _run_call(
+        self,
+        assistant: Message,
+        call: ToolCallBlock,
+        state: Any,
+        config: dict[str, Any],
+        run: RunContext | None,
+    ) -> list[Message]:
+        key = call_key_for(assistant.message_id, call)
+        spec = self._tools.get(call.name)
+        attrs = {ATTR.TOOL_NAME: call.name, ATTR.TOOL_CALL_ID: call.id}
+        checkpointer = run.checkpointer if run is not None else None
+        with span(SPAN.TOOL, attributes=attrs) as sp:
+            if checkpointer is not None:
+                recorded = await self._ledger_read(checkpointer, config, key, call, sp)
+                if recorded is not None:
+                    sp.add_event(EVENT.LEDGER_HIT, attrs)
+                    counter(
+                        METRIC.LEDGER_HITS, "{call}", "tool calls answered from the ledger"
+                    ).add(1, {ATTR.TOOL_NAME: call.name})
+                    if run is not None:
+                        run.stats["ledger_hits"] = run.stats.get("ledger_hits", 0) + 1
+                    return recorded
+            token = _TOOL_CALL.set(
+                ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
+            )
+            try:
+                messages = await self._execute(spec, call, key, state, config, sp)
+            finally:
+                _TOOL_CALL.reset(token)
+            if run is not None:
+                run.stats["tool_runs"] = run.stats.get("tool_runs", 0) + 1
+            data = self._encode(messages, call, key)
+            if checkpointer is None:
+                return _decode(data)
+            winner = await self._ledger_write(checkpointer, config, key, call, data)
+            if winner is not None and winner.result != data:
+                try:
+                    return _decode(winner.result)
+                except Exception:  # noqa: BLE001 - keep our own result if the winner is unreadable
+                    logger.warning(
+                        "ledger entry for tool %r call %s cannot be decoded; using this run's result",
+                        call.name,
+                        call.id,
+                    )
+            return _decode(data)
+
+    # -- ledger ------------------------------------------------------------------------------------
+    async def _ledger_read(
+        self, checkpointer: Any, config: dict[str, Any], key: str, call: ToolCallBlock, sp: Any
+    ) -> list[Message] | None:
+        try:
+            entry = await checkpointer.aledger_get(config, key)
+            if entry is None:
+                return None
+            return _decode(entry.result)
+        except StorageError as exc:
+            if exc.error_code == "STORAGE_FORBIDDEN_001":
+                raise
+            reason = exc.error_code
+        except Exception as exc:  # noqa: BLE001 - a failed read must not stop the run
+            reason = type(exc).__name__
+        logger.warning(
+            "ledger read failed for tool %r call %s on thread %s (%s); running the tool again",
+            call.name,
+            call.id,
+            config.get("thread_id"),
+            reason,
+        )
+        sp.add_event(
+            EVENT.LEDGER_READ_FAILED,
+            {ATTR.TOOL_NAME: call.name, ATTR.TOOL_CALL_ID: call.id, ATTR.ERROR_TYPE: reason},
+        )
+        return None
+
+    async def _ledger_write(
+        self, checkpointer: Any, config: dict[str, Any], key: str, call: ToolCallBlock, data: bytes
+    ) -> LedgerEntry | None:
+        entry = LedgerEntry(
+            call_key=key,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            result=data,
+            created_at=time.time(),
+        )
+        context = {"thread_id": config.get("thread_id"), "tool_call_id": call.id, "tool": call.name}
+        # Shielded: the tool has already run, so its result must be recorded even when the
+        # run is being cancelled (stop, node timeout); bounded so a hung store cannot block.
+        with anyio.CancelScope(shield=True):
+            try:
+                with anyio.fail_after(_LEDGER_PUT_TIMEOUT_S):
+                    return await checkpointer.aledger_put(config, entry)
+            except LedgerWriteError as exc:
+                if not exc.context:
+                    exc.context.update(context)
+                raise
+            except StorageError as exc:
+                if exc.error_code == "STORAGE_FORBIDDEN_001":
+                    raise
+                raise LedgerWriteError(
+                    f"the result of tool {call.name!r} (call {call.id}) could not be recorded in "
+                    f"the ledger ({exc.error_code}); the run stops so the tool cannot run twice. "
+                    "Fix the store, then resume with invoke(None, config)",
+                    context=context,
+                ) from exc
+            except Exception as exc:  # noqa: BLE001 - any failure to record stops the run
+                raise LedgerWriteError(
+                    f"the result of tool {call.name!r} (call {call.id}) could not be recorded in "
+                    f"the ledger ({type(exc).__name__}); the run stops so the tool cannot run "
+                    "twice. Fix the store, then resume with invoke(None, config)",
+                    context=context,
+                ) from exc
+
+    # -- one call ----------------------------------------------------------------------------------
+    async def _execute(
+        self,
+        spec: ToolSpec | None,
+        call: ToolCallBlock,
+        key: str,
+        state: Any,
+        config: dict[str, Any],
+        sp: Any,
+    ) -> list[Message]:
+        """Run one call; every failure becomes an error tool message."""
+        timeout_s = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
+        if spec is None:
+            names = ", ".join(self._tools) or "(none)"
+            return [
+                _error_message(call, key, f"unknown tool {call.name!r}; available tools: {names}")
+            ]
+        if "__raw_arguments__" in call.args and "__raw_arguments__" not in spec.arg_names:
+            raw = str(call.args["__raw_arguments__"])
+            shown = raw if len(raw) <= 200 else raw[:197] + "..."
+            return [
+                _error_message(
+                    call,
+                    key,
+                    f"the arguments for tool {call.name!r} are not a JSON object: {shown}",
+                )
+            ]
+        try:
+            kwargs = spec.validate_args(call.args)
+        except pydantic.ValidationError as exc:
+            return [_error_message(call, key, format_validation_error(call.name, exc))]
+        if "tool_call_id" in spec.injected:
+            kwargs["tool_call_id"] = call.id
+        if "state" in spec.injected:
+            kwargs["state"] = state
+        if "config" in spec.injected:
+            kwargs["config"] = config
+        scope: anyio.CancelScope | None = None
+        try:
+            with anyio.fail_after(timeout_s) as scope:
+                if spec.is_async:
+                    value = await spec.func(**kwargs)
+                else:
+                    value = await anyio.to_thread.run_sync(
+                        functools.partial(spec.func, **kwargs), abandon_on_cancel=True
+                    )
+                if inspect.isawaitable(value):
+                    value = await value
+        except Exception as exc:  # noqa: BLE001 - a failing tool answers the model, not the run
+            if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+                record_error(sp, exc)
+                return [
+                    _error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")
+                ]
+            if getattr(exc, "_tenxgraph_propagate", False):
+                raise
+            record_error(sp, exc)
+            detail = str(exc) if not isinstance(exc, TenxGraphError) else exc.message
+            text = f"tool {call.name!r} raised {type(exc).__name__}"
+            return [_error_message(call, key, f"{text}: {detail}" if detail else text)]
+        try:
+            return _result_messages(value, call, key)
+        except Exception as exc:  # noqa: BLE001 - a value with no JSON form
+            record_error(sp, exc)
+            return [
+                _error_message(
+                    call,
+                    key,
+                    f"tool {call.name!r} returned a {type(value).__name__} that cannot be "
+                    "stored as JSON; return a str, a JSON-compatible value or a Message",
+                )
+            ]
+
+    def _encode(self, messages: list[Message], call: ToolCallBlock, key: str) -> bytes:
+        try:
+            return serde.dumps({"v": _LEDGER_FORMAT, "messages": messages})
+        except SerializationError as exc:
+            where = exc.context.get("path", "$")
+            bad = exc.context.get("type", "value")
+            fallback = _error_message(
+                call,
+                key,
+                f"tool {call.name!r} returned a value that cannot be stored ({bad} at {where}); "
+                "return a str, a JSON-compatible value or a Message",
+            )
+            return serde.dumps({"v": _LEDGER_FORMAT, "messages": [fallback]})
+
+
+def _raise_failures(failures: list[BaseException]) -> None:
+    """Re-raise what escaped the calls, once every call has finished.
+
+    A :class:`LedgerWriteError` wins (the run must stop), then any other ``Exception`` (first
+    in call order); control-flow signals that are not ``Exception`` s (the runtime's
+    ``GraphInterrupt`` from ``interrupt()`` inside a tool) are raised alone, or together as a
+    ``BaseExceptionGroup`` when several calls raised them (the runner pauses for all).
+    """
+    if not failures:
+        return
+    for exc in failures:
+        if isinstance(exc, LedgerWriteError):
+            raise exc
+    for exc in failures:
+        if isinstance(exc, Exception):
+            raise exc
+    if len(failures) == 1:
+        raise failures[0]
+    raise BaseExceptionGroup("several tool calls raised", failures)
+
+
+# -- result messages ---------------------------------------------------------------------------------
+def _message_id(key: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, key))
+
+
+def _error_message(call: ToolCallBlock, key: str, text: str) -> Message:
+    return Message.tool_message(
+        f"Error: {text}",
+        tool_call_id=call.id,
+        message_id=_message_id(key),
+        meta={"tool_name": call.name},
+        is_error=True,
+    )
+
+
+def _answering(msg: Message, call: ToolCallBlock) -> Message:
+    """``msg`` (a tool-role message from a tool) made to answer ``call``."""
+    blocks = [
+        b.model_copy(update={"tool_call_id": call.id})
+        if isinstance(b, ToolResultBlock) and b.tool_call_id != call.id
+        else b
+        for b in msg.content
+    ]
+    return msg.model_copy(update={"tool_call_id": call.id, "content": blocks})
+
+
+def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]:
+    """The messages answering ``call`` for the tool's return ``value``.
+
+    A ``Message`` with ``role="tool"`` is made to answer the call (its ``tool_call_id`` set);
+    other messages are kept as they are, after a tool message holding their text when none of
+    the returned messages is a tool message (so the call is never left unanswered).
+    """
+    if isinstance(value, Message) or (
+        isinstance(value, list) and value and all(isinstance(m, Message) for m in value)
+    ):
+        returned = [value] if isinstance(value, Message) else list(value)
+        out = [_answering(m, call) if m.role == "tool" else m for m in returned]
+        if not any(m.role == "tool" for m in out):
+            text = "\n".join(m.text() for m in returned if m.text())
+            out.insert(
+                0,
+                Message.tool_message(
+                    text,
+                    tool_call_id=call.id,
+                    message_id=_message_id(key),
+                    meta={"tool_name": call.name},
+                ),
+            )
+        return out
+    return [
+        Message.tool_message(
+            _to_content(value),
+            tool_call_id=call.id,
+            message_id=_message_id(key),
+            meta={"tool_name": call.name},
+        )
+    ]
+
+
+def _decode(data: bytes) -> list[Message]:
+    """The messages of a ledger ``result`` (format ``{"v": 1, "messages": [...]}``).
+
+    Raises:
+        ValueError: the bytes are not in that format (treated as a failed ledger read).
+    """
+    obj = serde.loads(data)
+    if (
+        not isinstance(obj, dict)
+        or obj.get("v") != _LEDGER_FORMAT
+        or not isinstance(obj.get("messages"), list)
+    ):
+        raise ValueError("not a tenxgraph ledger result")
+    return [Message.model_validate(m) for m in obj["messages"]]
