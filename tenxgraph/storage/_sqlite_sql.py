@@ -1,0 +1,229 @@
+"""Every SQL statement of the SQLite tier, named, and its schema migrations; nothing else.
+
+Conventions:
+
+* values are always ``?`` parameters, never formatted into the text;
+* blobs (``checkpoints."values"``, ``messages.data``, ``tool_executions.result``) are opaque
+  bytes (they may hold NUL escapes); no JSON function ever touches them. JSON1 is used only on
+  range lists (``checkpoints.ranges`` or a range-list parameter), which are JSON text we write;
+* every statement that reads or writes a thread's data carries the owner check
+  (``owner = ?``) itself, except the follow-up owner lookup on error paths.
+
+Migrations: :data:`MIGRATIONS` is an append-only list whose index + 1 is the schema version;
+each step runs in the same transaction as its ``schema_version`` row. Never edit a released step.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BEGIN_READ",
+    "BEGIN_WRITE",
+    "COMMIT",
+    "CREATE_SCHEMA_VERSION",
+    "DELETE_CHECKPOINTS",
+    "DELETE_LEDGER",
+    "DELETE_MESSAGES",
+    "DELETE_THREAD",
+    "HISTORY_CHECKPOINTS",
+    "INSERT_CHECKPOINT",
+    "INSERT_LEDGER",
+    "INSERT_MESSAGE",
+    "INSERT_SCHEMA_VERSION",
+    "INSERT_THREAD",
+    "LATEST_SCHEMA_VERSION",
+    "LEDGER_COUNT",
+    "LEDGER_GET",
+    "LEDGER_READ_BACK",
+    "LIST_THREADS_ALL",
+    "LIST_THREADS_OWNER",
+    "MESSAGES_IN_RANGES",
+    "MIGRATIONS",
+    "PRAGMA_JOURNAL_WAL",
+    "PRAGMA_SYNCHRONOUS",
+    "PRUNE_CHECKPOINTS",
+    "PRUNE_MESSAGES",
+    "READ_CHECKPOINT",
+    "ROLLBACK",
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSION_TABLE_EXISTS",
+    "SELECT_STOP",
+    "SELECT_VERSION",
+    "SET_METADATA",
+    "SET_STOP",
+    "THREAD_OWNER_VERSION",
+    "UPDATE_THREAD_CAS",
+]
+
+# -- connection and transactions ------------------------------------------------------------------
+#: WAL: readers never block the writer and see a consistent snapshot.
+PRAGMA_JOURNAL_WAL = "PRAGMA journal_mode=WAL"
+#: ``{level}`` is one of the two literals the store validates (``NORMAL``, ``FULL``).
+PRAGMA_SYNCHRONOUS = "PRAGMA synchronous={level}"
+#: A read snapshot (deferred: takes no lock until the first SELECT).
+BEGIN_READ = "BEGIN"
+#: Take the database's write lock now (waiting up to the busy timeout): the compare-and-swap
+#: and everything after it are serialized across connections and OS processes.
+BEGIN_WRITE = "BEGIN IMMEDIATE"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+
+# -- schema ---------------------------------------------------------------------------------------
+CREATE_SCHEMA_VERSION = (
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    " version INTEGER PRIMARY KEY,"
+    " applied_at REAL NOT NULL)"
+)
+SCHEMA_VERSION_TABLE_EXISTS = (
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+)
+SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) FROM schema_version"
+INSERT_SCHEMA_VERSION = "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"
+
+#: Ordered schema steps; ``MIGRATIONS[i]`` brings the schema to version ``i + 1``.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: threads, versions and message rows.
+    (
+        "CREATE TABLE threads ("
+        " thread_id TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " version INTEGER NOT NULL,"
+        " status TEXT NOT NULL,"
+        " created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL,"
+        " metadata TEXT NOT NULL DEFAULT '{}')",  # JSON text
+        "CREATE TABLE checkpoints ("
+        " thread_id TEXT NOT NULL,"
+        " version INTEGER NOT NULL,"
+        ' "values" BLOB NOT NULL,'
+        " ranges TEXT NOT NULL,"  # JSON text: [[start, end), ...] in list order
+        " next_seq INTEGER NOT NULL,"
+        " min_seq INTEGER NOT NULL,"  # smallest seq the version references (pruning)
+        " status TEXT NOT NULL,"
+        " created_at REAL NOT NULL,"
+        " PRIMARY KEY (thread_id, version))",
+        "CREATE TABLE messages ("
+        " thread_id TEXT NOT NULL,"
+        " seq INTEGER NOT NULL,"
+        " data BLOB NOT NULL,"
+        " PRIMARY KEY (thread_id, seq))",
+    ),
+    # 2: durable stop requests; listing a user's threads by recency.
+    (
+        "ALTER TABLE threads ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX threads_owner_updated ON threads (owner, updated_at DESC)",
+    ),
+    # 3: the tool idempotency ledger.
+    (
+        "CREATE TABLE tool_executions ("
+        " thread_id TEXT NOT NULL,"
+        " call_key TEXT NOT NULL,"
+        " tool_call_id TEXT NOT NULL,"
+        " tool_name TEXT NOT NULL,"
+        " result BLOB NOT NULL,"
+        " created_at REAL NOT NULL,"
+        " PRIMARY KEY (thread_id, call_key))",
+    ),
+)
+
+#: The schema version this code writes and understands.
+LATEST_SCHEMA_VERSION = len(MIGRATIONS)
+
+# -- checkpoint write (one BEGIN IMMEDIATE transaction) -------------------------------------------
+#: Create a thread at version 1 (expected version 0); no row changed = it already exists.
+INSERT_THREAD = (
+    "INSERT INTO threads (thread_id, owner, version, status, created_at, updated_at)"
+    " VALUES (?, ?, 1, ?, ?, ?)"
+    " ON CONFLICT (thread_id) DO NOTHING"
+)
+#: The compare-and-swap: no row changed = stale version or another owner.
+UPDATE_THREAD_CAS = (
+    "UPDATE threads SET version = ?, status = ?, updated_at = ?"
+    " WHERE thread_id = ? AND owner = ? AND version = ?"
+)
+#: Error path only: tells a stale version from another owner's thread.
+THREAD_OWNER_VERSION = "SELECT owner, version FROM threads WHERE thread_id = ?"
+INSERT_CHECKPOINT = (
+    'INSERT INTO checkpoints (thread_id, version, "values", ranges, next_seq, min_seq, status,'
+    " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_MESSAGE = "INSERT INTO messages (thread_id, seq, data) VALUES (?, ?, ?)"
+#: Drop versions ``<= ?`` (older than the newest ``history_limit``).
+PRUNE_CHECKPOINTS = "DELETE FROM checkpoints WHERE thread_id = ? AND version <= ?"
+#: Drop message rows below the smallest seq any kept version references.
+PRUNE_MESSAGES = (
+    "DELETE FROM messages WHERE thread_id = ?"
+    " AND seq < (SELECT MIN(min_seq) FROM checkpoints WHERE thread_id = ?)"
+)
+
+# -- reads ----------------------------------------------------------------------------------------
+#: One version (``?3`` = version, or NULL for the latest), owner-checked.
+READ_CHECKPOINT = (
+    'SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at'
+    " FROM threads AS h JOIN checkpoints AS c ON c.thread_id = h.thread_id"
+    " WHERE h.thread_id = ?1 AND h.owner = ?2 AND c.version = COALESCE(?3, h.version)"
+)
+#: Kept versions below ``?3``, newest first, at most ``?4`` (-1: all), owner-checked.
+HISTORY_CHECKPOINTS = (
+    'SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at'
+    " FROM threads AS h JOIN checkpoints AS c ON c.thread_id = h.thread_id"
+    " WHERE h.thread_id = ?1 AND h.owner = ?2 AND c.version < ?3"
+    " ORDER BY c.version DESC LIMIT ?4"
+)
+#: ``(seq, data)`` of the message rows covered by a range list (``?1``: JSON text
+#: ``[[start, end], ...]`` of disjoint ranges): one index range scan per range, in no particular
+#: order (the caller places rows by seq; an ORDER BY would sort every blob in a temp B-tree).
+#: Used inside the read transaction that read the ranges, so rows and ranges share a snapshot.
+MESSAGES_IN_RANGES = (
+    "SELECT m.seq, m.data FROM json_each(?1) AS r"
+    " JOIN messages AS m ON m.thread_id = ?2"
+    " AND m.seq >= json_extract(r.value, '$[0]') AND m.seq < json_extract(r.value, '$[1]')"
+)
+SELECT_VERSION = "SELECT version FROM threads WHERE thread_id = ? AND owner = ?"
+LIST_THREADS_OWNER = (
+    "SELECT thread_id, owner, version, status, created_at, updated_at, metadata FROM threads"
+    " WHERE owner = ? ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?"
+)
+LIST_THREADS_ALL = (
+    "SELECT thread_id, owner, version, status, created_at, updated_at, metadata FROM threads"
+    " ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?"
+)
+
+# -- thread maintenance ---------------------------------------------------------------------------
+DELETE_THREAD = "DELETE FROM threads WHERE thread_id = ? AND owner = ?"
+#: Run only after :data:`DELETE_THREAD` removed the owner's row in the same transaction.
+DELETE_CHECKPOINTS = "DELETE FROM checkpoints WHERE thread_id = ?"
+DELETE_MESSAGES = "DELETE FROM messages WHERE thread_id = ?"
+DELETE_LEDGER = "DELETE FROM tool_executions WHERE thread_id = ?"
+SET_METADATA = "UPDATE threads SET metadata = ? WHERE thread_id = ? AND owner = ?"
+SET_STOP = "UPDATE threads SET stop_requested = ? WHERE thread_id = ? AND owner = ?"
+SELECT_STOP = "SELECT stop_requested FROM threads WHERE thread_id = ? AND owner = ?"
+
+# -- ledger ---------------------------------------------------------------------------------------
+#: Insert if absent, only on the caller's own thread (the owner check is the EXISTS).
+INSERT_LEDGER = (
+    "INSERT INTO tool_executions"
+    " (thread_id, call_key, tool_call_id, tool_name, result, created_at)"
+    " SELECT ?1, ?2, ?3, ?4, ?5, ?6"
+    " WHERE EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND owner = ?7)"
+    " ON CONFLICT (thread_id, call_key) DO NOTHING"
+)
+#: The row that won, owner-checked.
+LEDGER_READ_BACK = (
+    "SELECT t.tool_call_id, t.tool_name, t.result, t.created_at"
+    " FROM tool_executions AS t JOIN threads AS h ON h.thread_id = t.thread_id"
+    " WHERE t.thread_id = ?1 AND t.call_key = ?2 AND h.owner = ?3"
+)
+#: One row per existing thread: ``mine`` (owner matches), then the entry's columns (NULL when
+#: absent or not mine: the ledger row is joined only under the owner check).
+LEDGER_GET = (
+    "SELECT h.owner = ?3, t.tool_call_id, t.tool_name, t.result, t.created_at"
+    " FROM threads AS h LEFT JOIN tool_executions AS t"
+    " ON t.thread_id = h.thread_id AND t.call_key = ?2 AND h.owner = ?3"
+    " WHERE h.thread_id = ?1"
+)
+#: One row per existing thread: ``mine``, then the row count (0 when not mine).
+LEDGER_COUNT = (
+    "SELECT h.owner = ?2,"
+    " (SELECT COUNT(*) FROM tool_executions AS t WHERE t.thread_id = h.thread_id AND h.owner = ?2)"
+    " FROM threads AS h WHERE h.thread_id = ?1"
+)

@@ -1,0 +1,481 @@
+"""``MemoryStore``: the in-process source of truth (:class:`~tenxgraph.storage.base.StoreTier`).
+
+Everything is held as encoded bytes, exactly as a durable tier would hold it, so a record read
+back is a private copy that no caller can mutate behind the store's back. Per thread the store
+keeps
+
+* its versions (``version -> _Version``: values bytes, ranges, next seq, status, time),
+* its message rows (``seq -> bytes``), written once and shared by every version whose ranges
+  cover them,
+* its ledger rows, stop flag, owner and metadata.
+
+A write is ``O(k)`` for ``k`` new messages whatever the thread's length: the compare-and-swap
+is a comparison of two integers, the rows go into the thread's dict, and pruning uses a
+sliding-window minimum over the kept versions' smallest seqs (amortized ``O(1)`` per write) to
+find the message rows no kept version can reach any more.
+
+Concurrency: every operation runs its critical section under one ``threading.Lock`` that is
+never held across an ``await`` (the sections are plain dict work, microseconds long), so the
+store is safe from several tasks, several event loops and several OS threads at once. Each
+operation first yields to the event loop (``anyio.lowlevel.checkpoint``), as real I/O would, so
+a tight loop of store calls cannot starve other tasks and honours cancellation.
+
+Telemetry: an INTERNAL span per checkpoint read and write, version check, history read and
+ledger access (``tenxgraph.cache.tier = "memory"``; no ``db.*`` attributes: this is not a
+database client). Without an SDK the spans are the API's no-ops and no attribute dict is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from anyio.lowlevel import checkpoint
+
+from tenxgraph.core.exceptions import (
+    LedgerWriteError,
+    ResourceNotFoundError,
+    StorageError,
+    forbidden,
+    stale,
+)
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import (
+    CheckpointWrite,
+    LedgerEntry,
+    Range,
+    StoredCheckpoint,
+    ThreadInfo,
+    ThreadKey,
+)
+from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
+
+__all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]
+
+_EMPTY_METADATA = serde.dumps({})
+
+
+def min_seq_of(ranges: tuple[Range, ...], next_seq: int) -> int:
+    """The smallest message seq a version references.
+
+    Args:
+        ranges: the version's ``[start, end)`` seq ranges, in list order.
+        next_seq: the version's next unused seq (returned when ``ranges`` is empty, because such
+            a version references no row at all).
+
+    Returns:
+        ``min(start)`` over the non-empty ranges, else ``next_seq``. Message rows below the
+        minimum of this value over every kept version are unreachable and may be deleted.
+    """
+    return min((s for s, e in ranges if e > s), default=next_seq)
+
+
+@dataclass(slots=True)
+class _Version:
+    values: bytes
+    ranges: tuple[Range, ...]
+    next_seq: int
+    status: str
+    created_at: float
+
+
+@dataclass(slots=True)
+class _Thread:
+    owner: str
+    created_at: float
+    updated_at: float
+    status: str = ""
+    latest: int = 0
+    first_kept: int = 1
+    versions: dict[int, _Version] = dataclasses.field(default_factory=dict)
+    rows: dict[int, bytes] = dataclasses.field(default_factory=dict)
+    #: every seq below it has been pruned (rows below it no longer exist)
+    row_floor: int = 1
+    #: sliding-window minimum of kept versions' min seqs: ``(version, min_seq)``, min_seq
+    #: strictly increasing from left to right; the left end is the window's minimum.
+    window: deque[tuple[int, int]] = dataclasses.field(default_factory=deque)
+    ledger: dict[str, LedgerEntry] = dataclasses.field(default_factory=dict)
+    stop: bool = False
+    metadata: bytes = _EMPTY_METADATA
+
+    def record(self, thread_id: str, version: int, with_messages: bool) -> StoredCheckpoint:
+        v = self.versions[version]
+        messages = None
+        if with_messages:
+            rows = self.rows
+            messages = [rows[seq] for s, e in v.ranges for seq in range(s, e)]
+        return StoredCheckpoint(
+            thread_id=thread_id,
+            user_id=self.owner,
+            version=version,
+            values=v.values,
+            ranges=v.ranges,
+            messages=messages,
+            next_seq=v.next_seq,
+            status=v.status,
+            created_at=v.created_at,
+        )
+
+    def prune(self, history_limit: int | None) -> int:
+        """Drop versions older than the newest ``history_limit`` and unreachable rows."""
+        if not history_limit or history_limit <= 0:
+            return 0
+        keep_from = self.latest - history_limit + 1
+        dropped = 0
+        while self.first_kept < keep_from:
+            self.versions.pop(self.first_kept, None)
+            self.first_kept += 1
+            dropped += 1
+        if not dropped:
+            return 0
+        window = self.window
+        while window and window[0][0] < self.first_kept:
+            window.popleft()
+        floor = window[0][1]
+        if floor > self.row_floor:
+            rows = self.rows
+            if floor - self.row_floor <= len(rows):
+                for seq in range(self.row_floor, floor):
+                    rows.pop(seq, None)
+            else:  # a large seq gap: cheaper to scan the rows that exist
+                self.rows = {s: d for s, d in rows.items() if s >= floor}
+            self.row_floor = floor
+        return dropped
+
+
+class MemoryStore:
+    """In-memory source of truth: every :class:`~tenxgraph.storage.base.StoreTier` guarantee
+    that applies to one process (compare-and-swap, versions without gaps, history pruning, owner
+    isolation, ledger, stop flags), with no durability across restarts.
+
+    The store starts empty; ``asetup`` and ``aclose`` are no-ops kept for the protocol. Data
+    lives as long as the object: share one instance between the checkpointers (or graphs) that
+    must see the same threads.
+    """
+
+    #: tier name used in telemetry.
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: dict[str, _Thread] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(threads={len(self._threads)})"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def asetup(self) -> None:
+        """No schema to create; present for the protocol (idempotent)."""
+        await checkpoint()
+
+    async def aclose(self) -> None:
+        """Nothing to release; the data stays readable (idempotent)."""
+        await checkpoint()
+
+    def _attrs(self, thread_id: str) -> dict[str, Any] | None:
+        """Initial span attributes, or ``None`` (no dict built) when tracing is off."""
+        if not enabled():
+            return None
+        return {ATTR.TIER: self.name, ATTR.THREAD_ID: thread_id}
+
+    # -- owner scope helpers ---------------------------------------------------------------------
+    def _owned(self, key: ThreadKey) -> _Thread | None:
+        """The thread when it exists and ``key.user_id`` owns it (reads)."""
+        t = self._threads.get(key.thread_id)
+        if t is None or t.owner != key.user_id:
+            return None
+        return t
+
+    def _mine_or_raise(self, key: ThreadKey) -> _Thread | None:
+        """The thread (``None`` when missing); raises forbidden when another user owns it."""
+        t = self._threads.get(key.thread_id)
+        if t is not None and t.owner != key.user_id:
+            raise forbidden(key.thread_id)
+        return t
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    async def read(
+        self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, or the given kept version.
+
+        Args:
+            key: thread and owner scope.
+            version: a kept version number, or ``None`` for the latest.
+            with_messages: fill ``messages`` (list order, ``len == ranges_len(ranges)``);
+                ``False`` leaves it ``None`` and costs ``O(1)``.
+
+        Returns:
+            A private copy of the record, or ``None`` when the thread or version does not exist
+            or another user owns the thread (exactly as if it did not exist).
+        """
+        await checkpoint()
+        with span(SPAN.CHECKPOINT_READ, attributes=self._attrs(key.thread_id)) as sp:
+            with self._lock:
+                t = self._owned(key)
+                v = None if t is None else (t.latest if version is None else version)
+                rec = (
+                    t.record(key.thread_id, v, with_messages)
+                    if t is not None and v in t.versions
+                    else None
+                )
+            sp.set_attribute(ATTR.HIT, rec is not None)
+            if rec is not None:
+                sp.set_attribute(ATTR.VERSION, rec.version)
+            return rec
+
+    async def current_version(self, key: ThreadKey) -> int | None:
+        """The latest version number, or ``None`` when missing or owned by another user."""
+        await checkpoint()
+        with span(SPAN.CURRENT_VERSION, attributes=self._attrs(key.thread_id)):
+            with self._lock:
+                t = self._owned(key)
+                return None if t is None else t.latest
+
+    async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
+        """Compare-and-swap ``w`` as version ``w.expected_version + 1``.
+
+        Inserts the version and ``w.new_messages`` (``O(k)`` for ``k`` rows), then prunes
+        versions older than the newest ``w.history_limit`` and the message rows whose seq is
+        below the smallest range start of every kept version. All or nothing.
+
+        Returns:
+            The new record, ``messages=None``.
+
+        Raises:
+            StaleStateError: ``STORAGE_CONFLICT_000`` when the thread's latest version is not
+                ``w.expected_version`` (``current_version`` is ``None`` for a missing thread);
+                nothing of ``w`` is stored.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread;
+                ``STORAGE_000`` when a new row reuses a stored seq (a caller bug).
+        """
+        await checkpoint()
+        attrs = None
+        if enabled():
+            attrs = self._attrs(w.thread_id)
+            attrs[ATTR.VERSION] = w.expected_version + 1
+            attrs[ATTR.MESSAGES_WRITTEN] = len(w.new_messages)
+            attrs[ATTR.BYTES] = len(w.values) + sum(len(d) for _, d in w.new_messages)
+        with span(SPAN.CHECKPOINT_WRITE, attributes=attrs) as sp:
+            try:
+                with self._lock:
+                    self._apply(w)
+            except StorageError as exc:
+                if exc.error_code == "STORAGE_CONFLICT_000":
+                    add_conflict_event(
+                        sp, w.thread_id, w.expected_version, exc.context.get("current_version")
+                    )
+                raise
+        return w.to_record(None)
+
+    def _apply(self, w: CheckpointWrite) -> None:
+        t = self._threads.get(w.thread_id)
+        if t is None:
+            if w.expected_version != 0:
+                raise stale(w.thread_id, w.expected_version, None)
+        elif t.owner != w.user_id:
+            raise forbidden(w.thread_id)
+        elif t.latest != w.expected_version:
+            raise stale(w.thread_id, w.expected_version, t.latest)
+        # Validate every row before touching anything (all or nothing).
+        rows = t.rows if t is not None else {}
+        seqs = {seq for seq, _ in w.new_messages}
+        if len(seqs) != len(w.new_messages) or any(s in rows for s in seqs):
+            raise StorageError(
+                f"checkpoint write for thread {w.thread_id!r} reuses a stored message seq; "
+                "compute writes with tenxgraph.storage._diff from the latest read",
+                context={"thread_id": w.thread_id},
+            )
+        if t is None:
+            t = _Thread(owner=w.user_id, created_at=w.created_at, updated_at=w.created_at)
+            self._threads[w.thread_id] = t
+        new_version = w.expected_version + 1
+        for seq, data in w.new_messages:
+            t.rows[seq] = bytes(data)
+        ranges = tuple((int(s), int(e)) for s, e in w.ranges)
+        t.versions[new_version] = _Version(
+            bytes(w.values), ranges, w.next_seq, w.status, w.created_at
+        )
+        ms = min_seq_of(ranges, w.next_seq)
+        window = t.window
+        while window and window[-1][1] >= ms:
+            window.pop()
+        window.append((new_version, ms))
+        t.latest = new_version
+        t.status = w.status
+        t.updated_at = w.created_at
+        t.prune(w.history_limit)
+
+    async def history(
+        self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
+    ) -> list[StoredCheckpoint]:
+        """Kept versions, newest first, with messages.
+
+        Args:
+            key: thread and owner scope.
+            limit: at most this many versions (``None``: all kept; ``<= 0``: none).
+            before: only versions ``< before`` when given.
+
+        Returns:
+            Records newest first; ``[]`` when the thread is missing or owned by another user.
+        """
+        await checkpoint()
+        with span(SPAN.HISTORY, attributes=self._attrs(key.thread_id)), self._lock:
+            t = self._owned(key)
+            if t is None:
+                return []
+            top = t.latest if before is None else min(t.latest, before - 1)
+            out: list[StoredCheckpoint] = []
+            for v in range(top, t.first_kept - 1, -1):
+                if limit is not None and len(out) >= limit:
+                    break
+                out.append(t.record(key.thread_id, v, True))
+            return out
+
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        """Delete every version, message row, ledger row and flag of the thread.
+
+        Returns:
+            ``True`` if the thread existed.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        with self._lock:
+            if self._mine_or_raise(key) is None:
+                return False
+            del self._threads[key.thread_id]
+            return True
+
+    async def list_threads(
+        self, user_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ThreadInfo]:
+        """Threads owned by ``user_id`` (``"*"``: every thread), most recently updated first
+        (ties by ``thread_id``), paginated by ``offset`` and ``limit`` (counts)."""
+        await checkpoint()
+        with self._lock:
+            rows = [
+                (tid, t.owner, t.latest, t.status, t.created_at, t.updated_at, t.metadata)
+                for tid, t in self._threads.items()
+                if user_id == "*" or t.owner == user_id
+            ]
+        rows.sort(key=lambda r: (-r[5], r[0]))
+        offset = max(offset or 0, 0)
+        rows = rows[offset : None if limit is None else offset + max(limit, 0)]
+        return [
+            ThreadInfo(
+                thread_id=tid,
+                user_id=owner,
+                version=version,
+                status=status,
+                created_at=created,
+                updated_at=updated,
+                metadata=serde.loads(meta),
+            )
+            for tid, owner, version, status, created, updated, meta in rows
+        ]
+
+    async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
+        """Replace the application metadata of an existing thread.
+
+        Args:
+            key: thread and owner scope.
+            metadata: JSON-compatible dict (the tagged types of :mod:`serde` are kept too).
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be stored.
+        """
+        data = serde.dumps(dict(metadata), "$.metadata")
+        await checkpoint()
+        with self._lock:
+            t = self._mine_or_raise(key)
+            if t is None:
+                raise ResourceNotFoundError(
+                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
+                    context={"thread_id": key.thread_id},
+                )
+            t.metadata = data
+
+    # -- ledger ----------------------------------------------------------------------------------
+    async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
+        """The recorded execution for ``call_key``, or ``None`` (also for a missing thread).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        with span(SPAN.LEDGER_READ, attributes=self._attrs(key.thread_id)), self._lock:
+            t = self._mine_or_raise(key)
+            entry = None if t is None else t.ledger.get(call_key)
+            return None if entry is None else dataclasses.replace(entry)
+
+    async def ledger_put(self, key: ThreadKey, entry: LedgerEntry) -> LedgerEntry:
+        """Record ``entry`` unless ``entry.call_key`` is recorded already; return the winner.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            LedgerWriteError: ``STORAGE_LEDGER_001`` when the thread does not exist (a tool call
+                is recorded only on a thread with a durable checkpoint).
+        """
+        await checkpoint()
+        with span(SPAN.LEDGER_WRITE, attributes=self._attrs(key.thread_id)), self._lock:
+            t = self._mine_or_raise(key)
+            if t is None:
+                raise ledger_missing_thread(key, entry)
+            won = t.ledger.setdefault(entry.call_key, dataclasses.replace(entry))
+            return dataclasses.replace(won)
+
+    async def ledger_count(self, key: ThreadKey) -> int:
+        """Number of ledger rows of the thread (0 when missing).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        with self._lock:
+            t = self._mine_or_raise(key)
+            return 0 if t is None else len(t.ledger)
+
+    # -- stop flags ------------------------------------------------------------------------------
+    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
+        """Set or clear the thread's stop flag; a no-op for a thread that does not exist.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        with self._lock:
+            t = self._mine_or_raise(key)
+            if t is not None:
+                t.stop = bool(requested)
+
+    async def get_stop(self, key: ThreadKey) -> bool:
+        """Whether a stop is requested (``False`` when missing or owned by another user)."""
+        await checkpoint()
+        with self._lock:
+            t = self._owned(key)
+            return bool(t is not None and t.stop)
+
+
+def ledger_missing_thread(key: ThreadKey, entry: LedgerEntry) -> LedgerWriteError:
+    """The ``STORAGE_LEDGER_001`` error for a ledger write on a thread without a checkpoint.
+
+    Shared by the embedded tiers so they word it identically. ``context``: ``thread_id``,
+    ``tool_call_id``, ``tool``.
+    """
+    return LedgerWriteError(
+        f"cannot record tool call {entry.tool_call_id!r} ({entry.tool_name}) on thread "
+        f"{key.thread_id!r}: the thread has no checkpoint; the runtime checkpoints the model's "
+        "answer before running its tools",
+        context={
+            "thread_id": key.thread_id,
+            "tool_call_id": entry.tool_call_id,
+            "tool": entry.tool_name,
+        },
+    )

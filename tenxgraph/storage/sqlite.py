@@ -1,0 +1,709 @@
+"""``SqliteStore``: the embedded durable source of truth (stdlib ``sqlite3``).
+
+Design:
+
+* **One connection per store**, opened lazily, used by one worker thread at a time: every
+  blocking call runs through ``anyio.to_thread.run_sync`` and holds the store's
+  ``threading.Lock`` *inside the worker thread*, so the event loop never blocks and the store is
+  safe from several tasks, event loops or OS threads at once.
+* **WAL journal**: readers never block the writer, and each read runs in one read transaction,
+  so it sees one committed snapshot (never a half-written version).
+* **Writes are one ``BEGIN IMMEDIATE`` transaction**: the compare-and-swap on
+  ``threads.version``, the checkpoint row, the new message rows and the pruning commit together
+  or not at all. ``BEGIN IMMEDIATE`` takes the database's write lock up front (waiting up to
+  ``busy_timeout_s``), so several OS processes writing the same file serialize cleanly; a lock
+  still held after the timeout surfaces as ``TransientStorageError`` (retry).
+* **Durability**: ``synchronous=NORMAL`` by default. In WAL mode that is safe against
+  application crashes (a committed write survives the process being killed) and never corrupts
+  the database, but a power loss or OS crash may lose the last transactions committed before
+  it. ``synchronous="FULL"`` fsyncs the WAL at every commit and survives power loss too, at the
+  cost of one fsync per checkpoint.
+* **Schema**: versioned in ``schema_version`` (:data:`~tenxgraph.storage._sqlite_sql.MIGRATIONS`,
+  version 3 adds ``tool_executions``). ``asetup()`` migrates under ``BEGIN IMMEDIATE`` (safe
+  from several processes at once) and is run lazily by the first operation when not called.
+
+Every SQL statement lives in :mod:`tenxgraph.storage._sqlite_sql`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, TypeVar
+
+import anyio
+import orjson
+
+from tenxgraph.core.exceptions import (
+    LedgerWriteError,
+    ResourceNotFoundError,
+    SchemaVersionError,
+    StorageError,
+    TransientStorageError,
+    forbidden,
+    redact,
+    stale,
+)
+from tenxgraph.storage import _sqlite_sql as q
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import (
+    CheckpointWrite,
+    LedgerEntry,
+    Range,
+    StoredCheckpoint,
+    ThreadInfo,
+    ThreadKey,
+)
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_DB_SYSTEM = "sqlite"
+_NO_UPPER_BOUND = 2**62
+#: SQLite primary result codes that mean "another connection holds a lock": retryable.
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def _translate(exc: sqlite3.Error) -> StorageError:
+    """Map a ``sqlite3`` error to the error family (busy/locked: retryable)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    text = redact(exc)
+    busy = isinstance(code, int) and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    if busy or "database is locked" in text or "database is busy" in text:
+        return TransientStorageError(
+            f"SQLite database is busy ({text}): another connection held its lock past the "
+            "busy timeout; retry, or raise busy_timeout_s",
+            context={"backend": _DB_SYSTEM, "sqlite_error": name},
+        )
+    return StorageError(
+        f"SQLite error: {text}", context={"backend": _DB_SYSTEM, "sqlite_error": name}
+    )
+
+
+def _ranges_from_json(text: str) -> tuple[Range, ...]:
+    return tuple((s, e) for s, e in orjson.loads(text))
+
+
+def _ranges_to_json(ranges: tuple[Range, ...] | list[Range]) -> str:
+    return orjson.dumps([[int(s), int(e)] for s, e in ranges]).decode()
+
+
+def _union(ranges: list[Range]) -> list[Range]:
+    """Sorted, disjoint cover of ``ranges`` (adjacent or overlapping ranges merged)."""
+    out: list[list[int]] = []
+    for s, e in sorted(r for r in ranges if r[1] > r[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _messages(thread_id: str, ranges: tuple[Range, ...], rows: dict[int, bytes]) -> list[bytes]:
+    try:
+        return [rows[seq] for s, e in ranges for seq in range(s, e)]
+    except KeyError as exc:
+        raise StorageError(
+            f"thread {thread_id!r}: message row {exc.args[0]} of a kept version is missing "
+            "(database damaged or edited by hand)",
+            context={"thread_id": thread_id},
+        ) from None
+
+
+def _record(key: ThreadKey, row: tuple[Any, ...], messages: list[bytes] | None) -> StoredCheckpoint:
+    version, values, ranges, next_seq, status, created_at = row
+    return StoredCheckpoint(
+        thread_id=key.thread_id,
+        user_id=key.user_id,
+        version=version,
+        values=bytes(values),
+        ranges=ranges if isinstance(ranges, tuple) else _ranges_from_json(ranges),
+        messages=messages,
+        next_seq=next_seq,
+        status=status,
+        created_at=created_at,
+    )
+
+
+class SqliteStore:
+    """SQLite source of truth: every :class:`~tenxgraph.storage.base.StoreTier` guarantee that
+    applies to one machine, with several processes sharing one database file.
+
+    Args:
+        db_path: database file (``str`` or path-like). ``":memory:"`` (the default) keeps the
+            data in this store's one connection: it is lost on ``aclose()``.
+        busy_timeout_s: seconds a statement waits for another connection's lock before failing
+            with ``TransientStorageError``.
+        synchronous: ``"NORMAL"`` (default: survives application crashes; a power loss may lose
+            the last commits) or ``"FULL"`` (fsync at every commit; survives power loss).
+
+    Raises:
+        ValueError: ``synchronous`` is neither ``"NORMAL"`` nor ``"FULL"``, or
+            ``busy_timeout_s`` is negative.
+
+    All methods may raise ``TransientStorageError`` (``STORAGE_TRANSIENT_001``, retryable: the
+    database stayed locked past ``busy_timeout_s``) or ``StorageError`` (``STORAGE_000``, other
+    driver failures), and ``SchemaVersionError`` (``STORAGE_SCHEMA_001``) when the file's schema
+    is newer than this code.
+    """
+
+    #: tier name used in telemetry.
+    name = "sqlite"
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] = ":memory:",
+        *,
+        busy_timeout_s: float = 5.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+    ) -> None:
+        level = str(synchronous).upper()
+        if level not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        if busy_timeout_s < 0:
+            raise ValueError(f"busy_timeout_s must be >= 0 seconds, not {busy_timeout_s!r}")
+        self._path = os.fspath(db_path)
+        self._busy_timeout_s = float(busy_timeout_s)
+        self._synchronous = level
+        self._guard = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._schema_ok = False
+        # db.namespace: the file's name only (a full path could name a user's home directory).
+        self._namespace = (
+            self._path if self._path == ":memory:" else os.path.basename(self._path) or self._path
+        )
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self._path!r}, synchronous={self._synchronous!r})"
+
+    def _span_attrs(self, operation: str, thread_id: str | None = None) -> dict[str, Any] | None:
+        """Initial attributes of a CLIENT span (OpenTelemetry database conventions; SQLite has
+        no server, so no ``server.*``), or ``None`` when tracing is off."""
+        if not enabled():
+            return None
+        attrs: dict[str, Any] = {
+            ATTR.DB_SYSTEM: _DB_SYSTEM,
+            ATTR.DB_NAMESPACE: self._namespace,
+            ATTR.DB_OPERATION: operation,
+            ATTR.TIER: self.name,
+        }
+        if thread_id is not None:
+            attrs[ATTR.THREAD_ID] = thread_id
+        return attrs
+
+    # -- connection plumbing (worker-thread side) ------------------------------------------------
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` on the store's connection in a worker thread."""
+        return await anyio.to_thread.run_sync(self._call, fn, args)
+
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        with self._guard:
+            try:
+                conn = self._connection()
+                if not self._schema_ok:
+                    self._migrate(conn)
+                    self._schema_ok = True
+                return fn(conn, *args)
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,  # we issue BEGIN / COMMIT ourselves
+            check_same_thread=False,  # used by one worker thread at a time, under _guard
+        )
+        try:
+            deadline = time.monotonic() + self._busy_timeout_s
+            while True:  # switching to WAL needs a moment of exclusive access
+                try:
+                    conn.execute(q.PRAGMA_JOURNAL_WAL)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not isinstance(_translate(exc), TransientStorageError):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.01)
+            conn.execute(q.PRAGMA_SYNCHRONOUS.format(level=self._synchronous))
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        self._schema_ok = False
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection, begin: str) -> Iterator[None]:
+        """``begin`` ... ``COMMIT``; on any exception ``ROLLBACK`` and re-raise. A connection
+        whose rollback fails is dropped (the next call reconnects)."""
+        conn.execute(begin)
+        try:
+            yield
+            conn.execute(q.COMMIT)
+        except BaseException:
+            if conn.in_transaction:
+                try:
+                    conn.execute(q.ROLLBACK)
+                except sqlite3.Error:
+                    self._drop_connection()
+            raise
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Bring the schema to :data:`q.LATEST_SCHEMA_VERSION`, one step per transaction."""
+        found = 0
+        if conn.execute(q.SCHEMA_VERSION_TABLE_EXISTS).fetchone() is not None:
+            found = conn.execute(q.SCHEMA_VERSION).fetchone()[0]
+        while found != q.LATEST_SCHEMA_VERSION:
+            if found > q.LATEST_SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the SQLite database {self._path!r} has schema version {found}, newer than "
+                    f"this tenxgraph understands ({q.LATEST_SCHEMA_VERSION}); upgrade tenxgraph",
+                    context={"found": found, "supported": q.LATEST_SCHEMA_VERSION},
+                )
+            with self._transaction(conn, q.BEGIN_WRITE):
+                conn.execute(q.CREATE_SCHEMA_VERSION)
+                found = conn.execute(q.SCHEMA_VERSION).fetchone()[0]  # another process may
+                if found < q.LATEST_SCHEMA_VERSION:  # have migrated meanwhile
+                    for stmt in q.MIGRATIONS[found]:
+                        conn.execute(stmt)
+                    found += 1
+                    conn.execute(q.INSERT_SCHEMA_VERSION, (found, time.time()))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def asetup(self) -> None:
+        """Open the database and create or migrate the schema.
+
+        Idempotent and safe from several processes at once (each step runs under
+        ``BEGIN IMMEDIATE``). Optional: the first operation runs it when it was not called.
+
+        Raises:
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` when the database's schema is newer than
+                this code (``context``: ``found``, ``supported``).
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the database stayed locked.
+        """
+        with span(SPAN.SETUP, SpanKind.CLIENT, self._span_attrs("CREATE")):
+            self._schema_ok = False
+            await self._run(lambda conn: None)
+
+    async def aclose(self) -> None:
+        """Close the connection (idempotent). A later call reopens it; with ``":memory:"`` the
+        data is gone."""
+        await anyio.to_thread.run_sync(self._close_sync)
+
+    def _close_sync(self) -> None:
+        with self._guard:
+            self._drop_connection()
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    async def read(
+        self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, or the given kept version.
+
+        Args:
+            key: thread and owner scope.
+            version: a kept version number, or ``None`` for the latest.
+            with_messages: fill ``messages`` (list order, ``len == ranges_len(ranges)``); the
+                version row and its message rows are read in one snapshot.
+
+        Returns:
+            The record, or ``None`` when the thread or version does not exist or another user
+            owns the thread (exactly as if it did not exist).
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            rec = await self._run(self._read_sync, key, version, with_messages)
+            sp.set_attribute(ATTR.HIT, rec is not None)
+            if rec is not None and sp.is_recording():
+                sp.set_attribute(ATTR.VERSION, rec.version)
+                size = len(rec.values) + sum(len(m) for m in rec.messages or ())
+                sp.set_attribute(ATTR.BYTES, size)
+            return rec
+
+    def _read_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, version: int | None, with_messages: bool
+    ) -> StoredCheckpoint | None:
+        params = (key.thread_id, key.user_id, version)
+        if not with_messages:
+            row = conn.execute(q.READ_CHECKPOINT, params).fetchone()
+            return None if row is None else _record(key, row, None)
+        with self._transaction(conn, q.BEGIN_READ):
+            row = conn.execute(q.READ_CHECKPOINT, params).fetchone()
+            if row is None:
+                return None
+            rows = dict(conn.execute(q.MESSAGES_IN_RANGES, (row[2], key.thread_id)))
+        ranges = _ranges_from_json(row[2])
+        rec = _record(key, (*row[:2], ranges, *row[3:]), None)
+        rec.messages = _messages(key.thread_id, ranges, rows)
+        return rec
+
+    async def current_version(self, key: ThreadKey) -> int | None:
+        """The latest version number, or ``None`` when missing or owned by another user."""
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CURRENT_VERSION, SpanKind.CLIENT, attrs):
+            return await self._run(self._current_version_sync, key)
+
+    @staticmethod
+    def _current_version_sync(conn: sqlite3.Connection, key: ThreadKey) -> int | None:
+        row = conn.execute(q.SELECT_VERSION, (key.thread_id, key.user_id)).fetchone()
+        return None if row is None else row[0]
+
+    async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
+        """Compare-and-swap ``w`` as version ``w.expected_version + 1`` in one transaction.
+
+        The transaction updates ``threads.version`` only where the owner and the expected
+        version match (``expected_version == 0`` inserts the thread instead), inserts the
+        checkpoint row and the ``k`` rows of ``w.new_messages``, and prunes versions older than
+        the newest ``w.history_limit`` with the message rows no kept version reaches: the
+        work is ``O(k)``, whatever the thread's length.
+
+        Returns:
+            The new record, ``messages=None``.
+
+        Raises:
+            StaleStateError: ``STORAGE_CONFLICT_000`` when the stored version is not
+                ``w.expected_version`` (``current_version`` is ``None`` for a missing thread);
+                nothing of ``w`` is stored.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread;
+                ``STORAGE_000`` when a new row reuses a stored seq (a caller bug).
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the database stayed locked
+                past ``busy_timeout_s``; nothing was written, retry.
+        """
+        # The compare-and-swap is an INSERT of the thread (version 1) or an UPDATE of its
+        # version, followed by the inserts and the pruning in the same transaction.
+        attrs = self._span_attrs("INSERT" if w.expected_version == 0 else "UPDATE", w.thread_id)
+        if attrs is not None:
+            attrs[ATTR.VERSION] = w.expected_version + 1
+            attrs[ATTR.MESSAGES_WRITTEN] = len(w.new_messages)
+            attrs[ATTR.BYTES] = len(w.values) + sum(len(data) for _, data in w.new_messages)
+        with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs) as sp:
+            try:
+                await self._run(self._write_sync, w)
+            except StorageError as exc:
+                if exc.error_code == "STORAGE_CONFLICT_000":
+                    add_conflict_event(
+                        sp, w.thread_id, w.expected_version, exc.context.get("current_version")
+                    )
+                raise
+        return w.to_record(None)
+
+    def _write_sync(self, conn: sqlite3.Connection, w: CheckpointWrite) -> None:
+        new_version = w.expected_version + 1
+        with self._transaction(conn, q.BEGIN_WRITE):
+            if w.expected_version == 0:
+                cur = conn.execute(
+                    q.INSERT_THREAD, (w.thread_id, w.user_id, w.status, w.created_at, w.created_at)
+                )
+            else:
+                cur = conn.execute(
+                    q.UPDATE_THREAD_CAS,
+                    (
+                        new_version,
+                        w.status,
+                        w.created_at,
+                        w.thread_id,
+                        w.user_id,
+                        w.expected_version,
+                    ),
+                )
+            if cur.rowcount != 1:
+                row = conn.execute(q.THREAD_OWNER_VERSION, (w.thread_id,)).fetchone()
+                if row is not None and row[0] != w.user_id:
+                    raise forbidden(w.thread_id)
+                raise stale(w.thread_id, w.expected_version, None if row is None else row[1])
+            conn.execute(
+                q.INSERT_CHECKPOINT,
+                (
+                    w.thread_id,
+                    new_version,
+                    bytes(w.values),
+                    _ranges_to_json(w.ranges),
+                    w.next_seq,
+                    min_seq_of(w.ranges, w.next_seq),
+                    w.status,
+                    w.created_at,
+                ),
+            )
+            try:
+                if len(w.new_messages) == 1:
+                    seq, data = w.new_messages[0]
+                    conn.execute(q.INSERT_MESSAGE, (w.thread_id, seq, bytes(data)))
+                elif w.new_messages:
+                    conn.executemany(
+                        q.INSERT_MESSAGE,
+                        [(w.thread_id, seq, bytes(data)) for seq, data in w.new_messages],
+                    )
+            except sqlite3.IntegrityError:
+                raise StorageError(
+                    f"checkpoint write for thread {w.thread_id!r} reuses a stored message seq; "
+                    "compute writes with tenxgraph.storage._diff from the latest read",
+                    context={"thread_id": w.thread_id},
+                ) from None
+            limit = w.history_limit
+            if limit and limit > 0 and new_version > limit:
+                cur = conn.execute(q.PRUNE_CHECKPOINTS, (w.thread_id, new_version - limit))
+                if cur.rowcount > 0:
+                    conn.execute(q.PRUNE_MESSAGES, (w.thread_id, w.thread_id))
+
+    async def history(
+        self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
+    ) -> list[StoredCheckpoint]:
+        """Kept versions, newest first, with messages, in two queries and one snapshot
+        whatever the number of versions (one for the versions, one for every message row they
+        reference).
+
+        Args:
+            key: thread and owner scope.
+            limit: at most this many versions (``None``: all kept; ``<= 0``: none).
+            before: only versions ``< before`` when given.
+
+        Returns:
+            Records newest first; ``[]`` when the thread is missing or owned by another user.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.HISTORY, SpanKind.CLIENT, attrs):
+            return await self._run(self._history_sync, key, limit, before)
+
+    def _history_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, limit: int | None, before: int | None
+    ) -> list[StoredCheckpoint]:
+        params = (
+            key.thread_id,
+            key.user_id,
+            _NO_UPPER_BOUND if before is None else before,
+            -1 if limit is None else limit,
+        )
+        with self._transaction(conn, q.BEGIN_READ):
+            rows = conn.execute(q.HISTORY_CHECKPOINTS, params).fetchall()
+            if not rows:
+                return []
+            parsed = [_ranges_from_json(r[2]) for r in rows]
+            cover = _union([rg for ranges in parsed for rg in ranges])
+            msgs = dict(conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(cover), key.thread_id)))
+        return [
+            _record(key, (*row[:2], ranges, *row[3:]), _messages(key.thread_id, ranges, msgs))
+            for row, ranges in zip(rows, parsed, strict=True)
+        ]
+
+    # -- threads ---------------------------------------------------------------------------------
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        """Delete every version, message row, ledger row and flag of the thread (one
+        transaction).
+
+        Returns:
+            ``True`` if the thread existed.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        attrs = self._span_attrs("DELETE", key.thread_id)
+        with span(SPAN.THREAD_DELETE, SpanKind.CLIENT, attrs):
+            return await self._run(self._delete_sync, key)
+
+    def _delete_sync(self, conn: sqlite3.Connection, key: ThreadKey) -> bool:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            if conn.execute(q.DELETE_THREAD, (key.thread_id, key.user_id)).rowcount != 1:
+                self._raise_if_foreign(conn, key)
+                return False
+            for stmt in (q.DELETE_CHECKPOINTS, q.DELETE_MESSAGES, q.DELETE_LEDGER):
+                conn.execute(stmt, (key.thread_id,))
+            return True
+
+    @staticmethod
+    def _raise_if_foreign(conn: sqlite3.Connection, key: ThreadKey) -> bool:
+        """Error path: raise forbidden when another user owns the thread; else return whether
+        the thread exists."""
+        row = conn.execute(q.THREAD_OWNER_VERSION, (key.thread_id,)).fetchone()
+        if row is not None and row[0] != key.user_id:
+            raise forbidden(key.thread_id)
+        return row is not None
+
+    async def list_threads(
+        self, user_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ThreadInfo]:
+        """Threads owned by ``user_id`` (``"*"``: every thread), most recently updated first
+        (ties by ``thread_id``), paginated by ``offset`` and ``limit`` (counts)."""
+        if limit is not None and limit <= 0:
+            return []
+        return await self._run(self._list_sync, user_id, limit, max(offset or 0, 0))
+
+    @staticmethod
+    def _list_sync(
+        conn: sqlite3.Connection, user_id: str, limit: int | None, offset: int
+    ) -> list[ThreadInfo]:
+        page = (-1 if limit is None else limit, offset)
+        if user_id == "*":
+            rows = conn.execute(q.LIST_THREADS_ALL, page).fetchall()
+        else:
+            rows = conn.execute(q.LIST_THREADS_OWNER, (user_id, *page)).fetchall()
+        return [
+            ThreadInfo(
+                thread_id=tid,
+                user_id=owner,
+                version=version,
+                status=status,
+                created_at=created,
+                updated_at=updated,
+                metadata=serde.loads(meta),
+            )
+            for tid, owner, version, status, created, updated, meta in rows
+        ]
+
+    async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
+        """Replace the application metadata of an existing thread.
+
+        Args:
+            key: thread and owner scope.
+            metadata: JSON-compatible dict (the tagged types of :mod:`serde` are kept too).
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be stored.
+        """
+        data = serde.dumps(dict(metadata), "$.metadata").decode()
+        await self._run(self._set_metadata_sync, key, data)
+
+    def _set_metadata_sync(self, conn: sqlite3.Connection, key: ThreadKey, data: str) -> None:
+        if conn.execute(q.SET_METADATA, (data, key.thread_id, key.user_id)).rowcount != 1:
+            if not self._raise_if_foreign(conn, key):
+                raise ResourceNotFoundError(
+                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
+                    context={"thread_id": key.thread_id},
+                )
+
+    # -- ledger ----------------------------------------------------------------------------------
+    async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
+        """The recorded execution for ``call_key``, or ``None`` (also for a missing thread).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.LEDGER_READ, SpanKind.CLIENT, attrs):
+            return await self._run(self._ledger_get_sync, key, call_key)
+
+    @staticmethod
+    def _ledger_get_sync(
+        conn: sqlite3.Connection, key: ThreadKey, call_key: str
+    ) -> LedgerEntry | None:
+        row = conn.execute(q.LEDGER_GET, (key.thread_id, call_key, key.user_id)).fetchone()
+        if row is None:
+            return None
+        if not row[0]:
+            raise forbidden(key.thread_id)
+        if row[1] is None:
+            return None
+        return LedgerEntry(call_key, row[1], row[2], bytes(row[3]), row[4])
+
+    async def ledger_put(self, key: ThreadKey, entry: LedgerEntry) -> LedgerEntry:
+        """Record ``entry`` unless ``entry.call_key`` is recorded already; return the winner.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            LedgerWriteError: ``STORAGE_LEDGER_001`` when the thread does not exist or the row
+                could not be written (``context``: ``thread_id``, ``tool_call_id``, ``tool``).
+        """
+        attrs = self._span_attrs("INSERT", key.thread_id)
+        with span(SPAN.LEDGER_WRITE, SpanKind.CLIENT, attrs):
+            try:
+                return await self._run(self._ledger_put_sync, key, entry)
+            except LedgerWriteError:
+                raise
+            except StorageError as exc:
+                if exc.error_code == "STORAGE_FORBIDDEN_001":
+                    raise
+                raise LedgerWriteError(
+                    f"could not record tool call {entry.tool_call_id!r} ({entry.tool_name}) of "
+                    f"thread {key.thread_id!r}: {exc.message}",
+                    context={
+                        "thread_id": key.thread_id,
+                        "tool_call_id": entry.tool_call_id,
+                        "tool": entry.tool_name,
+                    },
+                ) from exc
+
+    def _ledger_put_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, entry: LedgerEntry
+    ) -> LedgerEntry:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            conn.execute(
+                q.INSERT_LEDGER,
+                (
+                    key.thread_id,
+                    entry.call_key,
+                    entry.tool_call_id,
+                    entry.tool_name,
+                    bytes(entry.result),
+                    entry.created_at,
+                    key.user_id,
+                ),
+            )
+            row = conn.execute(
+                q.LEDGER_READ_BACK, (key.thread_id, entry.call_key, key.user_id)
+            ).fetchone()
+            if row is None:
+                self._raise_if_foreign(conn, key)
+                raise ledger_missing_thread(key, entry)
+        return LedgerEntry(entry.call_key, row[0], row[1], bytes(row[2]), row[3])
+
+    async def ledger_count(self, key: ThreadKey) -> int:
+        """Number of ledger rows of the thread (0 when missing).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        return await self._run(self._ledger_count_sync, key)
+
+    @staticmethod
+    def _ledger_count_sync(conn: sqlite3.Connection, key: ThreadKey) -> int:
+        row = conn.execute(q.LEDGER_COUNT, (key.thread_id, key.user_id)).fetchone()
+        if row is None:
+            return 0
+        if not row[0]:
+            raise forbidden(key.thread_id)
+        return row[1]
+
+    # -- stop flags ------------------------------------------------------------------------------
+    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
+        """Set or clear the thread's durable stop flag; a no-op for a thread that does not exist.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await self._run(self._set_stop_sync, key, bool(requested))
+
+    def _set_stop_sync(self, conn: sqlite3.Connection, key: ThreadKey, requested: bool) -> None:
+        if conn.execute(q.SET_STOP, (int(requested), key.thread_id, key.user_id)).rowcount != 1:
+            self._raise_if_foreign(conn, key)
+
+    async def get_stop(self, key: ThreadKey) -> bool:
+        """Whether a stop is requested (``False`` when missing or owned by another user)."""
+        return await self._run(self._get_stop_sync, key)
+
+    @staticmethod
+    def _get_stop_sync(conn: sqlite3.Connection, key: ThreadKey) -> bool:
+        row = conn.execute(q.SELECT_STOP, (key.thread_id, key.user_id)).fetchone()
+        return bool(row is not None and row[0])
