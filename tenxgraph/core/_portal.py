@@ -107,9 +107,24 @@ def run_sync(
     """
     ensure_no_running_loop(sync_name, async_name)
     portal = _get_portal()
-    if kwargs:
-        return portal.call(lambda: func(*args, **kwargs))
-    return portal.call(func, *args)
+    ok, value = portal.call(_guarded, func, args, kwargs)
+    if not ok:
+        raise value
+    return value
+
+
+async def _guarded(
+    func: Callable[..., Coroutine[Any, Any, T]], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[bool, Any]:
+    """Run ``func`` on the portal loop, handing any exception back to the calling thread as a
+    value: a ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``...) escaping into the
+    portal's task group would otherwise stop the one shared loop for every later sync call."""
+    try:
+        return True, await func(*args, **kwargs)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        return False, exc
 
 
 def iterate_sync(
@@ -125,10 +140,11 @@ def iterate_sync(
     agen = portal.call(_make, agen_factory)
     try:
         while True:
-            try:
-                item = portal.call(agen.__anext__)
-            except StopAsyncIteration:
-                return
+            ok, item = portal.call(_guarded, agen.__anext__, (), {})
+            if not ok:
+                if isinstance(item, StopAsyncIteration):
+                    return
+                raise item
             yield item
     finally:
         aclose = getattr(agen, "aclose", None)
