@@ -86,6 +86,21 @@ class RunConfig:
         self.tool_timeout: float | None = raw.get("tool_timeout", 300.0)
 
 
+def _check_text(key: str, value: str) -> None:
+    """Ids are stored as text by every tier: refuse what one of them could not store (NUL,
+    lone surrogates), so a run cannot start and then fail on some backends only."""
+    if "\x00" in value:
+        raise ConfigError(f"config[{key!r}] must not contain NUL characters", context={"key": key})
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"config[{key!r}] must be valid Unicode text (it holds a lone surrogate)",
+                context={"key": key},
+            ) from None
+
+
 def _check_timeout(raw: dict[str, Any], key: str) -> None:
     if key in raw and raw[key] is not None:
         v = raw[key]
@@ -109,6 +124,7 @@ def normalize_config(
     Raises:
         ConfigError: ``CONFIG_001`` for a misspelt key (``context["did_you_mean"]``), an empty,
             non-string or over-long ``thread_id`` (max 255 characters), an empty ``user_id``,
+            a ``thread_id`` or ``user_id`` holding NUL or a lone surrogate,
             a non-positive ``recursion_limit`` or timeout, a non-bool
             ``durable_checkpoint_every_step``.
     """
@@ -146,6 +162,7 @@ def normalize_config(
             f"config['thread_id'] is {len(tid)} characters; the limit is {MAX_THREAD_ID_LEN}",
             context={"key": "thread_id"},
         )
+    _check_text("thread_id", tid)
     config["thread_id"] = tid
     uid = config.get("user_id", "anonymous")
     if uid is None:
@@ -153,6 +170,13 @@ def normalize_config(
     if isinstance(uid, bool) or not isinstance(uid, (str, int)) or not str(uid).strip():
         raise ConfigError(
             "config['user_id'] must be a non-empty str", context={"key": "user_id"}
+        )
+    _check_text("user_id", str(uid))
+    if str(uid) == "*":
+        raise ConfigError(
+            "config['user_id'] '*' is reserved (it is the owner scope used when user isolation "
+            "is off); choose another user id",
+            context={"key": "user_id"},
         )
     config["user_id"] = str(uid)
     if new_run and not config.get("run_id"):

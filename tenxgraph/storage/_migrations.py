@@ -1,0 +1,123 @@
+"""The Postgres schema as an ordered, append-only list of steps; ``index + 1`` is the version.
+
+Each step is a tuple of DDL templates (table placeholders as in :mod:`tenxgraph.storage._sql`)
+run by :meth:`tenxgraph.storage.postgres.PostgresStore.asetup` in ONE transaction together with
+its row in the migrations table, under a transaction-level advisory lock, so a step is applied
+exactly once even when several processes set up at the same moment. Never edit or reorder a
+released step: add a new one (DBOS and LangGraph's Postgres saver keep their migrations the same
+way).
+
+Schema (all tables prefixed, default ``tenxgraph_``, in the configured schema; every primary key
+starts with ``thread_id`` so the tables can be distributed on it):
+
+* ``threads``: one row per thread: ``owner``, latest ``version``, ``status``, ``created_at`` /
+  ``updated_at`` (UNIX seconds, ``double precision``), ``metadata`` (orjson ``bytea``),
+  ``stop_requested``. ``fillfactor`` 80 and no index on the columns a write changes, so the
+  per-write update stays a HOT update.
+* ``checkpoints``: ``(thread_id, version)``: ``"values"`` (orjson ``bytea``), ``ranges``
+  (flat ``int8[]`` of ``[start, end)`` seq intervals in list order), ``min_seq`` (smallest
+  start, or ``next_seq`` when empty), ``next_seq``, ``status``, ``created_at``.
+* ``messages``: ``(thread_id, seq)``: ``data`` (orjson ``bytea``). Written once, shared by every
+  version whose ranges cover it.
+* ``tool_executions`` (version 3): ``(thread_id, call_key)``: ``tool_call_id``, ``tool_name``,
+  ``result`` (orjson ``bytea``), ``created_at``. ``call_key``, ``tool_call_id`` and
+  ``tool_name`` come from the model and may hold any character (NUL, lone surrogates), which
+  ``text`` cannot store: they are ``bytea`` holding UTF-8 (``surrogatepass``).
+
+``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CURRENT_VERSION", "MIGRATIONS", "Migration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step.
+
+    Attributes:
+        summary: one line recorded with the step in the migrations table.
+        statements: DDL templates run in order, in one transaction.
+    """
+
+    summary: str
+    statements: tuple[str, ...]
+
+
+#: The steps, oldest first; ``MIGRATIONS[i]`` brings the schema to version ``i + 1``.
+MIGRATIONS: tuple[Migration, ...] = (
+    # -- version 1 ------------------------------------------------------------------------------
+    Migration(
+        "threads, checkpoints (versions as seq ranges) and messages (one row per message)",
+        (
+            """
+CREATE TABLE {threads} (
+    thread_id text PRIMARY KEY,
+    owner text NOT NULL,
+    version bigint NOT NULL,
+    status text NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+) WITH (fillfactor = 80)
+""",
+            """
+CREATE TABLE {checkpoints} (
+    thread_id text NOT NULL,
+    version bigint NOT NULL,
+    "values" bytea NOT NULL,
+    ranges int8[] NOT NULL,
+    min_seq bigint NOT NULL,
+    next_seq bigint NOT NULL,
+    status text NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, version)
+)
+""",
+            """
+CREATE TABLE {messages} (
+    thread_id text NOT NULL,
+    seq bigint NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+)
+""",
+        ),
+    ),
+    # -- version 2 ------------------------------------------------------------------------------
+    Migration(
+        "thread metadata, durable stop flags and listing threads by owner",
+        (
+            r"""
+ALTER TABLE {threads}
+    ADD COLUMN metadata bytea NOT NULL DEFAULT '\x7b7d'::bytea,
+    ADD COLUMN stop_requested boolean NOT NULL DEFAULT false
+""",
+            """
+CREATE INDEX {threads_owner_idx} ON {threads} (owner)
+""",
+        ),
+    ),
+    # -- version 3 ------------------------------------------------------------------------------
+    Migration(
+        "tool_executions: the tool idempotency ledger",
+        (
+            """
+CREATE TABLE {tool_executions} (
+    thread_id text NOT NULL,
+    call_key bytea NOT NULL,
+    tool_call_id bytea NOT NULL,
+    tool_name bytea NOT NULL,
+    result bytea NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, call_key)
+)
+""",
+        ),
+    ),
+)
+
+#: The schema version this code writes and understands.
+CURRENT_VERSION: int = len(MIGRATIONS)

@@ -1,0 +1,533 @@
+"""Every SQL statement of the Postgres tier, named, with a one-line summary; nothing else.
+
+Conventions:
+
+* Each statement is a :class:`Statement`: a ``name``, a one-line ``summary`` (used in docs and
+  as the span's ``db.query.summary``-like description), the ``operation`` reported as
+  ``db.operation.name``, and a ``template``. Table names in templates are ``{placeholders}``
+  composed with :class:`psycopg.sql.Identifier` once, when a store is built
+  (:func:`render_all`), so a configurable schema and table prefix can never inject SQL. Values
+  are always parameters (``%(name)b``, sent in binary by the tier), never formatted into text.
+* Payloads (``checkpoints."values"``, ``messages.data``, ``tool_executions.result``,
+  ``threads.metadata``) are orjson bytes stored as ``bytea``: ``jsonb`` rejects ``\\u0000``,
+  which tenxgraph must store, and no statement ever looks inside them.
+* A version's message list is ``checkpoints.ranges``: a flat ``int8[]`` ``[s1, e1, s2, e2,
+  ...]`` of ``[start, end)`` seq intervals in list order. ``checkpoints.min_seq`` is its smallest
+  start (or ``next_seq`` when it holds no message): message rows below the minimum ``min_seq`` of
+  every kept version are unreachable.
+* Every statement that reads or writes a thread's data carries the owner check
+  (``owner = %(owner)b``) itself. The only owner-free reads are the error-path probes, which
+  return a yes/no ("owned by the caller?") and the version, never another user's data.
+* Every table is keyed by ``thread_id`` first, so the schema can be distributed on it (Citus);
+  every statement about one thread filters each table on ``thread_id`` itself.
+
+The migration steps (DDL) live in :mod:`tenxgraph.storage._migrations`; the statements that run
+them (advisory lock, version bookkeeping) are here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg import sql
+
+__all__ = [
+    "ALL_STATEMENTS",
+    "CHECKPOINT_CAS",
+    "CHECKPOINT_CREATE",
+    "CREATE_MIGRATIONS_TABLE",
+    "CREATE_SCHEMA",
+    "CURRENT_VERSION",
+    "DELETE_THREAD",
+    "GET_STOP",
+    "HISTORY_CHECKPOINTS",
+    "HISTORY_MESSAGES",
+    "LEDGER_COUNT",
+    "LEDGER_GET",
+    "LEDGER_PUT",
+    "LIST_ALL_THREADS",
+    "LIST_THREADS",
+    "MIGRATION_LOCK",
+    "MIGRATION_RECORD",
+    "MIGRATION_VERSION",
+    "READ_CHECKPOINT",
+    "READ_CHECKPOINT_META",
+    "SCHEMA_EXISTS",
+    "SET_METADATA",
+    "SET_STOP",
+    "Statement",
+    "TABLE_EXISTS",
+    "WRITE_CONFLICT_PROBE",
+    "identifiers",
+    "qualified_name",
+    "render",
+    "render_all",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One named SQL statement.
+
+    Attributes:
+        name: constant-style name (``"CHECKPOINT_CAS"``).
+        summary: one line saying what it does.
+        operation: the ``db.operation.name`` reported on spans (``"UPDATE"``, ``"SELECT"`` ...).
+        template: SQL text with ``{table}`` placeholders (see :func:`identifiers`) and
+            ``%(param)b`` value placeholders; a literal brace is written ``{{`` / ``}}``.
+    """
+
+    name: str
+    summary: str
+    operation: str
+    template: str
+
+
+# -- checkpoint writes (the hot path) -----------------------------------------------------------
+
+CHECKPOINT_CAS = Statement(
+    "CHECKPOINT_CAS",
+    "compare-and-swap a thread to its next version, insert the checkpoint and the new message "
+    "rows, prune old versions and unreachable message rows: one statement, one commit",
+    "UPDATE",
+    """
+WITH cas AS (
+    UPDATE {threads}
+       SET version = version + 1, status = %(status)b, updated_at = %(created_at)b
+     WHERE thread_id = %(thread_id)b AND owner = %(owner)b AND version = %(expected)b
+ RETURNING version
+), new_checkpoint AS (
+    INSERT INTO {checkpoints}
+           (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
+    SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
+           %(next_seq)b, %(status)b, %(created_at)b
+      FROM cas
+), new_messages AS (
+    INSERT INTO {messages} (thread_id, seq, data)
+    SELECT %(thread_id)b, m.seq, m.data
+      FROM cas, unnest(%(seqs)b::int8[], %(datas)b::bytea[]) AS m(seq, data)
+), pruned AS (
+    DELETE FROM {checkpoints} AS c
+     USING cas
+     WHERE c.thread_id = %(thread_id)b AND c.version <= %(prune_to)b::int8
+), unreachable AS (
+    DELETE FROM {messages} AS m
+     USING cas,
+           (SELECT least(%(min_seq)b::int8, min(k.min_seq)) AS floor,
+                   max(k.version) AS seen
+              FROM {checkpoints} AS k
+             WHERE k.thread_id = %(thread_id)b
+               AND k.version > %(prune_to)b::int8 AND k.version <= %(expected)b::int8) AS f
+     WHERE m.thread_id = %(thread_id)b
+       AND %(prune_to)b::int8 IS NOT NULL
+       AND m.seq < f.floor
+       AND f.seen IS NOT DISTINCT FROM %(expect_seen)b::int8
+)
+SELECT version FROM cas
+""",
+)
+# Notes on CHECKPOINT_CAS:
+# * every data-modifying CTE joins ``cas``, so a lost CAS (zero rows) changes nothing;
+# * ``prune_to`` is ``new_version - history_limit`` (NULL: prune nothing); the kept versions are
+#   ``(prune_to, new_version]``. The new version's ``min_seq`` is a parameter (its row is not
+#   visible to sibling CTEs); the older kept versions' come from ``checkpoints``;
+# * ``expect_seen`` guards the orphan sweep: the statement snapshot must see the newest older
+#   kept version (``expected``), else (a writer that guessed a version still in flight) the sweep
+#   is skipped this time rather than computed from an incomplete view.
+
+CHECKPOINT_CREATE = Statement(
+    "CHECKPOINT_CREATE",
+    "create a thread at version 1 unless it exists, with its first checkpoint and message rows",
+    "INSERT",
+    """
+WITH cas AS (
+    INSERT INTO {threads} (thread_id, owner, version, status, created_at, updated_at)
+    VALUES (%(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b)
+    ON CONFLICT (thread_id) DO NOTHING
+ RETURNING version
+), new_checkpoint AS (
+    INSERT INTO {checkpoints}
+           (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
+    SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
+           %(next_seq)b, %(status)b, %(created_at)b
+      FROM cas
+), new_messages AS (
+    INSERT INTO {messages} (thread_id, seq, data)
+    SELECT %(thread_id)b, m.seq, m.data
+      FROM cas, unnest(%(seqs)b::int8[], %(datas)b::bytea[]) AS m(seq, data)
+)
+SELECT version FROM cas
+""",
+)
+
+WRITE_CONFLICT_PROBE = Statement(
+    "WRITE_CONFLICT_PROBE",
+    "error path of a lost write: is the thread the caller's, and at which version",
+    "SELECT",
+    """
+SELECT owner = %(owner)b, version FROM {threads} WHERE thread_id = %(thread_id)b
+""",
+)
+
+# -- checkpoint reads ---------------------------------------------------------------------------
+
+READ_CHECKPOINT = Statement(
+    "READ_CHECKPOINT",
+    "the latest or a given kept version of an owned thread with its messages in list order",
+    "SELECT",
+    """
+SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at,
+       ARRAY(SELECT m.data
+               FROM generate_subscripts(c.ranges, 1) AS r(i)
+               JOIN {messages} AS m
+                 ON m.thread_id = %(thread_id)b
+                AND m.seq >= c.ranges[r.i] AND m.seq < c.ranges[r.i + 1]
+              WHERE r.i %% 2 = 1
+              ORDER BY r.i, m.seq)
+  FROM {threads} AS t
+  JOIN {checkpoints} AS c
+    ON c.thread_id = %(thread_id)b AND c.version = coalesce(%(version)b::int8, t.version)
+ WHERE t.thread_id = %(thread_id)b AND t.owner = %(owner)b
+""",
+)
+
+READ_CHECKPOINT_META = Statement(
+    "READ_CHECKPOINT_META",
+    "the latest or a given kept version of an owned thread, without its messages",
+    "SELECT",
+    """
+SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at, NULL::bytea[]
+  FROM {threads} AS t
+  JOIN {checkpoints} AS c
+    ON c.thread_id = %(thread_id)b AND c.version = coalesce(%(version)b::int8, t.version)
+ WHERE t.thread_id = %(thread_id)b AND t.owner = %(owner)b
+""",
+)
+
+CURRENT_VERSION = Statement(
+    "CURRENT_VERSION",
+    "the latest version of an owned thread",
+    "SELECT",
+    """
+SELECT version FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+""",
+)
+
+HISTORY_CHECKPOINTS = Statement(
+    "HISTORY_CHECKPOINTS",
+    "kept versions of an owned thread, newest first, below an optional version, limited",
+    "SELECT",
+    """
+SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at
+  FROM {threads} AS t
+  JOIN {checkpoints} AS c ON c.thread_id = %(thread_id)b
+ WHERE t.thread_id = %(thread_id)b AND t.owner = %(owner)b
+   AND (%(before)b::int8 IS NULL OR c.version < %(before)b::int8)
+ ORDER BY c.version DESC
+ LIMIT %(limit)b::int8
+""",
+)
+
+HISTORY_MESSAGES = Statement(
+    "HISTORY_MESSAGES",
+    "the message rows of an owned thread inside a set of disjoint seq ranges",
+    "SELECT",
+    """
+SELECT m.seq, m.data
+  FROM unnest(%(starts)b::int8[], %(ends)b::int8[]) AS r(s, e)
+  JOIN {messages} AS m ON m.thread_id = %(thread_id)b AND m.seq >= r.s AND m.seq < r.e
+ WHERE EXISTS (SELECT 1 FROM {threads} AS t
+                WHERE t.thread_id = %(thread_id)b AND t.owner = %(owner)b)
+""",
+)
+
+# -- threads ------------------------------------------------------------------------------------
+
+LIST_THREADS = Statement(
+    "LIST_THREADS",
+    "threads of one owner, most recently updated first, paginated",
+    "SELECT",
+    """
+SELECT thread_id, owner, version, status, created_at, updated_at, metadata
+  FROM {threads}
+ WHERE owner = %(owner)b
+ ORDER BY updated_at DESC, thread_id
+ LIMIT %(limit)b::int8 OFFSET %(offset)b::int8
+""",
+)
+
+LIST_ALL_THREADS = Statement(
+    "LIST_ALL_THREADS",
+    "every thread ('*' caller), most recently updated first, paginated",
+    "SELECT",
+    """
+SELECT thread_id, owner, version, status, created_at, updated_at, metadata
+  FROM {threads}
+ ORDER BY updated_at DESC, thread_id
+ LIMIT %(limit)b::int8 OFFSET %(offset)b::int8
+""",
+)
+
+DELETE_THREAD = Statement(
+    "DELETE_THREAD",
+    "delete an owned thread with its versions, message rows and ledger rows; say whether "
+    "another user owns it",
+    "DELETE",
+    """
+WITH gone AS (
+    DELETE FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+ RETURNING thread_id
+), gone_checkpoints AS (
+    DELETE FROM {checkpoints} AS c USING gone WHERE c.thread_id = %(thread_id)b
+), gone_messages AS (
+    DELETE FROM {messages} AS m USING gone WHERE m.thread_id = %(thread_id)b
+), gone_ledger AS (
+    DELETE FROM {tool_executions} AS e USING gone WHERE e.thread_id = %(thread_id)b
+)
+SELECT (SELECT count(*) FROM gone),
+       EXISTS (SELECT 1 FROM {threads}
+                WHERE thread_id = %(thread_id)b AND owner <> %(owner)b)
+""",
+)
+
+SET_METADATA = Statement(
+    "SET_METADATA",
+    "replace the application metadata of an owned thread; say whether the thread is the "
+    "caller's (NULL: missing)",
+    "UPDATE",
+    """
+WITH changed AS (
+    UPDATE {threads} SET metadata = %(metadata)b
+     WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+ RETURNING 1
+)
+SELECT (SELECT count(*) FROM changed),
+       (SELECT owner = %(owner)b FROM {threads} WHERE thread_id = %(thread_id)b)
+""",
+)
+
+SET_STOP = Statement(
+    "SET_STOP",
+    "set or clear the stop flag of an owned thread; say whether the thread is the caller's "
+    "(NULL: missing)",
+    "UPDATE",
+    """
+WITH changed AS (
+    UPDATE {threads} SET stop_requested = %(requested)b
+     WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+ RETURNING 1
+)
+SELECT (SELECT count(*) FROM changed),
+       (SELECT owner = %(owner)b FROM {threads} WHERE thread_id = %(thread_id)b)
+""",
+)
+
+GET_STOP = Statement(
+    "GET_STOP",
+    "the stop flag of an owned thread",
+    "SELECT",
+    """
+SELECT stop_requested FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+""",
+)
+
+# -- tool ledger --------------------------------------------------------------------------------
+
+LEDGER_PUT = Statement(
+    "LEDGER_PUT",
+    "record a tool execution on an owned thread unless its call is recorded; say whether it "
+    "was inserted and whether the thread is the caller's (NULL: missing)",
+    "INSERT",
+    """
+WITH guard AS (
+    SELECT owner FROM {threads} WHERE thread_id = %(thread_id)b
+), ins AS (
+    INSERT INTO {tool_executions}
+           (thread_id, call_key, tool_call_id, tool_name, result, created_at)
+    SELECT %(thread_id)b, %(call_key)b, %(tool_call_id)b, %(tool_name)b, %(result)b,
+           %(created_at)b
+      FROM guard
+     WHERE guard.owner = %(owner)b
+        ON CONFLICT (thread_id, call_key) DO NOTHING
+ RETURNING 1
+)
+SELECT (SELECT count(*) FROM ins), (SELECT owner = %(owner)b FROM guard)
+""",
+)
+
+LEDGER_GET = Statement(
+    "LEDGER_GET",
+    "a recorded tool execution of an owned thread; say whether the thread is the caller's",
+    "SELECT",
+    """
+SELECT t.owner = %(owner)b, e.tool_call_id, e.tool_name, e.result, e.created_at
+  FROM {threads} AS t
+  LEFT JOIN {tool_executions} AS e
+    ON e.thread_id = %(thread_id)b AND e.call_key = %(call_key)b AND t.owner = %(owner)b
+ WHERE t.thread_id = %(thread_id)b
+""",
+)
+
+LEDGER_COUNT = Statement(
+    "LEDGER_COUNT",
+    "number of ledger rows of an owned thread; say whether the thread is the caller's",
+    "SELECT",
+    """
+SELECT t.owner = %(owner)b,
+       (SELECT count(*) FROM {tool_executions} AS e
+         WHERE e.thread_id = %(thread_id)b AND t.owner = %(owner)b)
+  FROM {threads} AS t
+ WHERE t.thread_id = %(thread_id)b
+""",
+)
+
+# -- setup and migrations -----------------------------------------------------------------------
+
+SCHEMA_EXISTS = Statement(
+    "SCHEMA_EXISTS",
+    "whether the configured schema exists",
+    "SELECT",
+    """
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %(schema)b)
+""",
+)
+
+TABLE_EXISTS = Statement(
+    "TABLE_EXISTS",
+    "whether a table (given as a quoted, schema-qualified name) exists",
+    "SELECT",
+    """
+SELECT to_regclass(%(qualified)b) IS NOT NULL
+""",
+)
+
+CREATE_SCHEMA = Statement(
+    "CREATE_SCHEMA",
+    "create the configured schema",
+    "CREATE",
+    """
+CREATE SCHEMA IF NOT EXISTS {schema}
+""",
+)
+
+CREATE_MIGRATIONS_TABLE = Statement(
+    "CREATE_MIGRATIONS_TABLE",
+    "create the table recording applied schema steps",
+    "CREATE",
+    """
+CREATE TABLE IF NOT EXISTS {migrations} (
+    version integer PRIMARY KEY,
+    summary text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+""",
+)
+
+MIGRATION_LOCK = Statement(
+    "MIGRATION_LOCK",
+    "serialize schema setup across processes until the end of the transaction",
+    "SELECT",
+    """
+SELECT pg_advisory_xact_lock(%(lock_key)b::int8)
+""",
+)
+
+MIGRATION_VERSION = Statement(
+    "MIGRATION_VERSION",
+    "the schema version: the highest applied step (0: none)",
+    "SELECT",
+    """
+SELECT coalesce(max(version), 0) FROM {migrations}
+""",
+)
+
+MIGRATION_RECORD = Statement(
+    "MIGRATION_RECORD",
+    "record an applied schema step",
+    "INSERT",
+    """
+INSERT INTO {migrations} (version, summary) VALUES (%(version)b, %(summary)b)
+""",
+)
+
+#: Every statement above, by name.
+ALL_STATEMENTS: dict[str, Statement] = {
+    s.name: s
+    for s in (
+        CHECKPOINT_CAS,
+        CHECKPOINT_CREATE,
+        WRITE_CONFLICT_PROBE,
+        READ_CHECKPOINT,
+        READ_CHECKPOINT_META,
+        CURRENT_VERSION,
+        HISTORY_CHECKPOINTS,
+        HISTORY_MESSAGES,
+        LIST_THREADS,
+        LIST_ALL_THREADS,
+        DELETE_THREAD,
+        SET_METADATA,
+        SET_STOP,
+        GET_STOP,
+        LEDGER_PUT,
+        LEDGER_GET,
+        LEDGER_COUNT,
+        SCHEMA_EXISTS,
+        TABLE_EXISTS,
+        CREATE_SCHEMA,
+        CREATE_MIGRATIONS_TABLE,
+        MIGRATION_LOCK,
+        MIGRATION_VERSION,
+        MIGRATION_RECORD,
+    )
+}
+
+#: Unprefixed table and index names, mapped from template placeholders.
+_TABLES = {
+    "threads": "threads",
+    "checkpoints": "checkpoints",
+    "messages": "messages",
+    "tool_executions": "tool_executions",
+    "migrations": "migrations",
+}
+_INDEXES = {"threads_owner_idx": "threads_owner_idx"}
+
+
+def identifiers(schema: str, prefix: str) -> dict[str, sql.Composable]:
+    """The placeholder -> identifier map for a schema and a table prefix.
+
+    Args:
+        schema: the Postgres schema (``"public"``); any text, quoted as an identifier.
+        prefix: prepended to every table and index name (``"tenxgraph_"``).
+
+    Returns:
+        ``{"schema": "schema", "threads": "schema"."prefixthreads", ...,
+        "threads_owner_idx": "prefixthreads_owner_idx"}`` as composables: tables
+        schema-qualified, index names bare (Postgres creates an index in its table's schema).
+    """
+    out: dict[str, sql.Composable] = {"schema": sql.Identifier(schema)}
+    for key, table in _TABLES.items():
+        out[key] = sql.Identifier(schema, prefix + table)
+    for key, index in _INDEXES.items():
+        out[key] = sql.Identifier(prefix + index)
+    return out
+
+
+def qualified_name(schema: str, prefix: str, table: str) -> str:
+    """The quoted, schema-qualified name of ``table`` (e.g. ``"public"."tenxgraph_threads"``),
+    as a *value* for :data:`TABLE_EXISTS`."""
+    return sql.Identifier(schema, prefix + _TABLES[table]).as_string(None)
+
+
+def render(template: str, idents: dict[str, sql.Composable]) -> str:
+    """Compose ``template`` with ``idents`` into final SQL text (value placeholders kept)."""
+    return sql.SQL(template.strip()).format(**idents).as_string(None)
+
+
+def render_all(schema: str, prefix: str) -> dict[str, str]:
+    """Every statement of :data:`ALL_STATEMENTS` rendered for ``schema`` and ``prefix``.
+
+    Rendering happens once per store, so the hot path sends plain text that psycopg can keep
+    as a prepared statement.
+    """
+    idents = identifiers(schema, prefix)
+    return {name: render(s.template, idents) for name, s in ALL_STATEMENTS.items()}

@@ -1,0 +1,1090 @@
+"""``PostgresStore``: PostgreSQL as the source of truth (:class:`~tenxgraph.storage.base.StoreTier`).
+
+psycopg 3 (async) over a ``psycopg_pool.AsyncConnectionPool`` of autocommit connections. Every
+operation is ONE statement, so one round trip and, for writes, one commit:
+
+* a checkpoint write is a single statement of data-modifying CTEs (see
+  :data:`tenxgraph.storage._sql.CHECKPOINT_CAS`): the compare-and-swap ``UPDATE threads ...
+  WHERE version = expected RETURNING version`` gates the checkpoint insert, the insert of only
+  the new message rows (``unnest`` of two arrays), and the pruning of old versions and
+  unreachable message rows. Zero rows back means the CAS lost; only then a second query tells
+  ``StaleStateError`` from forbidden access. Nothing of a losing write is ever visible;
+* reads assemble a version's messages in the same statement that finds the version;
+* ``history`` is two statements whatever the number of versions.
+
+Because no statement ever spans two round trips there is nothing to pipeline on the hot path
+and no transaction is held open across an ``await``; no lock in this process serializes
+queries, so concurrency is bounded by the pool only.
+
+Errors are translated here, at the one boundary with the driver: connection loss, pool
+timeouts and SQLSTATE classes 08, 40, 53 and 57 become :class:`TransientStorageError`
+(``context``: ``backend="postgresql"``, ``sqlstate``), anything else :class:`StorageError`;
+every message passes through :func:`~tenxgraph.core.exceptions.redact`, so a DSN's password
+never reaches an error, a log line or a span. A statement that fails because its pooled
+connection turned out dead (e.g. after ``pg_terminate_backend`` or a server restart) is retried
+once on a checked connection; retrying is safe because every write is a compare-and-swap (if
+the first attempt did commit, the retry reports ``StaleStateError``).
+
+Pools and event loops: the pool is created with ``open=False`` and opened lazily by the first
+async call, inside the running loop. A call from another event loop (e.g. a second
+``asyncio.run``) gets a pool of its own for that loop. A pool passed in by the application
+(``pool=``) is used as is and never closed by the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import math
+import re
+import weakref
+from collections.abc import Generator
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
+
+from tenxgraph.core._portal import ensure_no_running_loop
+from tenxgraph.core.exceptions import (
+    ConfigError,
+    LedgerWriteError,
+    ResourceNotFoundError,
+    SchemaVersionError,
+    StorageError,
+    TransientStorageError,
+    forbidden,
+    redact,
+    stale,
+)
+from tenxgraph.storage import _sql, serde
+from tenxgraph.storage._migrations import CURRENT_VERSION, MIGRATIONS
+from tenxgraph.storage.base import (
+    CheckpointWrite,
+    LedgerEntry,
+    Range,
+    StoredCheckpoint,
+    ThreadInfo,
+    ThreadKey,
+    ranges_len,
+)
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, span
+
+__all__ = ["DEFAULT_POOL_CONFIG", "PostgresStore", "normalize_dsn"]
+
+#: Pool settings used when ``pool_config`` does not give them. ``prepare_threshold`` is the
+#: number of executions of a statement on one connection after which psycopg prepares it
+#: server-side (``None``: never, e.g. behind PgBouncer in transaction mode before 1.21).
+DEFAULT_POOL_CONFIG: dict[str, Any] = {
+    "min_size": 1,
+    "max_size": 10,
+    "timeout": 30.0,
+    "prepare_threshold": 5,
+}
+
+#: ``pool_config`` keys passed to ``psycopg_pool.AsyncConnectionPool`` (plus ``kwargs``, merged
+#: into the connection arguments, and ``prepare_threshold``).
+_POOL_KEYS = frozenset(
+    {
+        "min_size",
+        "max_size",
+        "timeout",
+        "max_waiting",
+        "max_lifetime",
+        "max_idle",
+        "reconnect_timeout",
+        "num_workers",
+        "name",
+        "connection_class",
+        "configure",
+        "reset",
+        "check",
+    }
+)
+
+#: SQLSTATE classes that mean "try again": connection exception, transaction rollback
+#: (serialization failure, deadlock), insufficient resources, operator intervention.
+_TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57"})
+#: SQLSTATEs (besides class 08) after which the connection itself is gone.
+_CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03"})
+
+_SQLALCHEMY_DRIVER = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+(?=://)", re.IGNORECASE)
+
+_Rows = list[tuple[Any, ...]]
+_Op = tuple[str, dict[str, Any]]
+
+
+def normalize_dsn(dsn: str) -> str:
+    """A libpq DSN from ``dsn``, accepting SQLAlchemy-style URLs.
+
+    ``postgresql+asyncpg://u@h/db`` and ``postgresql+psycopg://u@h/db`` (any ``+driver``)
+    become ``postgresql://u@h/db``; anything else is returned stripped, unchanged.
+
+    Args:
+        dsn: a libpq URL (``postgresql://...``), a SQLAlchemy URL or a key/value DSN
+            (``host=... dbname=...``).
+
+    Returns:
+        The DSN libpq understands.
+    """
+    return _SQLALCHEMY_DRIVER.sub(r"\1", dsn.strip(), count=1)
+
+
+@dataclasses.dataclass(slots=True)
+class _LoopPool:
+    """The pool of one event loop; ``ready`` once ``open()`` has completed; ``guard`` is the
+    task that closes it when the loop shuts down (see :func:`_close_on_loop_shutdown`)."""
+
+    pool: AsyncConnectionPool
+    guard: asyncio.Task[None] | None = None
+    ready: bool = False
+
+
+class PostgresStore:
+    """PostgreSQL source of truth implementing :class:`~tenxgraph.storage.base.StoreTier`.
+
+    Args:
+        dsn: libpq DSN or URL of the database; SQLAlchemy URLs (``postgresql+asyncpg://``,
+            ``postgresql+psycopg://``) are accepted. Required unless ``pool`` is given.
+        pool: an application-owned ``AsyncConnectionPool`` to use instead of creating one. It
+            is opened if needed, never closed by the store; autocommit connections are
+            recommended (otherwise each statement runs in its own explicit transaction, which
+            costs a round trip for the ``COMMIT``).
+        pool_config: settings for the pool the store creates (ignored with ``pool``):
+            ``min_size`` (default 1), ``max_size`` (default 10), ``timeout`` (seconds to wait
+            for a connection, default 30), ``max_waiting``, ``max_lifetime``, ``max_idle``,
+            ``reconnect_timeout``, ``num_workers``, ``name``, ``connection_class``,
+            ``configure``, ``reset``, ``check`` (as in ``psycopg_pool``),
+            ``prepare_threshold`` (default 5; ``None`` disables server-side prepared
+            statements) and ``kwargs`` (extra connection arguments).
+        schema: Postgres schema holding the tables, created by ``setup`` when missing.
+        table_prefix: prefix of every table and index name, so the tables can live beside an
+            application's own.
+        connect_timeout_s: seconds allowed to establish one connection (libpq
+            ``connect_timeout``, rounded up to whole seconds, at least 2).
+
+    Raises:
+        ConfigError: ``CONFIG_001`` when neither or both of ``dsn`` and ``pool`` are given, the
+            DSN cannot be parsed, or ``pool_config`` holds an unknown key.
+
+    Example:
+        >>> store = PostgresStore("postgresql://app@127.0.0.1/app", schema="agents")
+        >>> await store.asetup()  # doctest: +SKIP
+    """
+
+    #: tier name used in telemetry.
+    name = "postgresql"
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: AsyncConnectionPool | None = None,
+        pool_config: dict[str, Any] | None = None,
+        schema: str = "public",
+        table_prefix: str = "tenxgraph_",
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        if (dsn is None) == (pool is None):
+            raise ConfigError(
+                "PostgresStore needs exactly one of dsn= (a connection string) or pool= (an "
+                "AsyncConnectionPool)",
+                context={"key": "dsn"},
+            )
+        if not schema:
+            raise ConfigError("schema must be a non-empty name", context={"key": "schema"})
+        self._dsn = normalize_dsn(dsn) if dsn is not None else None
+        self._user_pool = pool
+        self._user_pool_ready = False
+        self.schema = schema
+        self.table_prefix = table_prefix
+        self.connect_timeout_s = float(connect_timeout_s)
+
+        conninfo = self._dsn if self._dsn is not None else str(getattr(pool, "conninfo", ""))
+        try:
+            params = conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"cannot parse the Postgres DSN {redact(conninfo)!r}: {redact(exc)}",
+                context={"key": "dsn"},
+            ) from None
+        host = str(params.get("host") or params.get("hostaddr") or "localhost").split(",")[0]
+        port = str(params.get("port") or "5432").split(",")[0]
+        dbname = params.get("dbname") or params.get("user")
+        self._target = redact(f"{host}:{port}/{dbname or ''}")
+
+        self._pool_args, self._conn_kwargs = self._pool_settings(pool_config, params)
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = (
+            weakref.WeakKeyDictionary()
+        )
+
+        # SQL rendered once for this schema and prefix (hot path sends plain text).
+        q = _sql.render_all(schema, table_prefix)
+        self._q = q
+        self._q_cas = q["CHECKPOINT_CAS"]
+        self._q_create = q["CHECKPOINT_CREATE"]
+        idents = _sql.identifiers(schema, table_prefix)
+        self._ddl: list[tuple[str, ...]] = [
+            tuple(_sql.render(t, idents) for t in m.statements) for m in MIGRATIONS
+        ]
+        self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
+        digest = hashlib.blake2b(
+            f"tenxgraph:{schema}:{table_prefix}".encode(), digest_size=8
+        ).digest()
+        self._lock_key = int.from_bytes(digest, "big", signed=True)
+
+        namespace = f"{dbname}|{schema}" if dbname else schema
+        self._attrs: dict[str, Any] = {
+            ATTR.DB_SYSTEM: "postgresql",
+            ATTR.DB_NAMESPACE: redact(namespace),
+            ATTR.SERVER_ADDRESS: redact(host),
+            ATTR.TIER: self.name,
+        }
+        if port.isdigit():
+            self._attrs[ATTR.SERVER_PORT] = int(port)
+
+    def __repr__(self) -> str:
+        return (
+            f"PostgresStore(target={self._target!r}, schema={self.schema!r}, "
+            f"table_prefix={self.table_prefix!r})"
+        )
+
+    # -- configuration ---------------------------------------------------------------------------
+    def _pool_settings(
+        self, pool_config: dict[str, Any] | None, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Split ``pool_config`` into pool arguments and connection arguments."""
+        cfg = {**DEFAULT_POOL_CONFIG, **(pool_config or {})}
+        unknown = set(cfg) - _POOL_KEYS - {"kwargs", "prepare_threshold"}
+        if unknown:
+            raise ConfigError(
+                f"unknown pool_config key(s) {sorted(unknown)}; known: "
+                f"{sorted(_POOL_KEYS | {'kwargs', 'prepare_threshold'})}",
+                context={"key": "pool_config"},
+            )
+        conn_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "prepare_threshold": cfg.pop("prepare_threshold"),
+            "connect_timeout": max(2, math.ceil(self.connect_timeout_s)),
+        }
+        if "application_name" not in params:
+            conn_kwargs["application_name"] = "tenxgraph"
+        conn_kwargs.update(cfg.pop("kwargs", None) or {})
+        cfg["max_size"] = max(int(cfg["max_size"]), int(cfg["min_size"]))
+        return cfg, conn_kwargs
+
+    # -- pools -----------------------------------------------------------------------------------
+    async def _get_pool(self) -> AsyncConnectionPool:
+        """The open pool for the running event loop (created and opened on first use)."""
+        if self._user_pool is not None:
+            if not self._user_pool_ready:
+                if self._user_pool.closed:
+                    await self._user_pool.open()
+                self._user_pool_ready = True
+            return self._user_pool
+        loop = asyncio.get_running_loop()
+        entry = self._pools.get(loop)
+        if entry is None:
+            self._retire_dead_loops()
+            pool = AsyncConnectionPool(
+                self._dsn or "", kwargs=dict(self._conn_kwargs), open=False, **self._pool_args
+            )
+            entry = _LoopPool(pool, loop.create_task(_close_on_loop_shutdown(pool)))
+            self._pools[loop] = entry
+        if not entry.ready:
+            await entry.pool.open()  # idempotent: concurrent first callers all wait here
+            entry.ready = True
+        return entry.pool
+
+    def _retire_dead_loops(self) -> None:
+        """Forget the pools of event loops that are closed (their tasks died with them)."""
+        for loop, entry in list(self._pools.items()):
+            if loop.is_closed():
+                self._pools.pop(loop, None)
+                _abandon(entry.pool)
+
+    def pool_stats(self) -> dict[str, int]:
+        """``psycopg_pool`` statistics of the current event loop's pool (``{}`` if none yet).
+
+        Keys as in ``AsyncConnectionPool.get_stats()``: ``pool_size``, ``pool_available``,
+        ``requests_waiting``, ``requests_num``, ``connections_num`` ...
+        """
+        if self._user_pool is not None:
+            return self._user_pool.get_stats()
+        try:
+            entry = self._pools.get(asyncio.get_running_loop())
+        except RuntimeError:
+            entry = None
+        return {} if entry is None else entry.pool.get_stats()
+
+    async def aclose(self) -> None:
+        """Close the pools this store created; idempotent. An application's ``pool=`` is left
+        open. A later call opens a fresh pool."""
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, entry in list(self._pools.items()):
+            self._pools.pop(loop, None)
+            if loop is current:
+                await entry.pool.close()
+                if entry.guard is not None:
+                    entry.guard.cancel()
+            elif loop.is_closed():
+                _abandon(entry.pool)
+            elif loop.is_running() and entry.guard is not None:
+                loop.call_soon_threadsafe(entry.guard.cancel)  # the guard closes the pool
+
+    # -- execution and error translation ---------------------------------------------------------
+    async def _fetch(self, query: str, params: dict[str, Any]) -> _Rows:
+        """Run one statement on a pooled connection and return its rows (binary results).
+
+        Retried once, on a checked connection, when the pooled connection was found dead.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+            StorageError: ``STORAGE_000`` on any other driver error.
+        """
+        for attempt in (0, 1):
+            pool = await self._get_pool_translated()
+            try:
+                # getconn/putconn rather than pool.connection(): the statement commits by
+                # itself (autocommit), so the context's extra commit() check is not needed;
+                # putconn still rolls back or discards a connection left in a bad state.
+                conn = await pool.getconn()
+                try:
+                    cur = conn.cursor(row_factory=tuple_row)
+                    if conn.autocommit:
+                        await cur.execute(query, params, binary=True)
+                    else:  # an application pool without autocommit
+                        async with conn.transaction():
+                            await cur.execute(query, params, binary=True)
+                    return await cur.fetchall() if cur.description is not None else []
+                finally:
+                    await pool.putconn(conn)
+            except psycopg.Error as exc:
+                if attempt == 0 and _connection_gone(exc):
+                    await _check_pool(pool)
+                    continue
+                raise self._translate(exc) from None
+            except UnicodeEncodeError:
+                raise StorageError(
+                    "a thread id, user id or status is not valid Unicode text (lone "
+                    "surrogate); Postgres text columns cannot store it",
+                    context={"backend": "postgresql", "sqlstate": None},
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _get_pool_translated(self) -> AsyncConnectionPool:
+        try:
+            return await self._get_pool()
+        except psycopg.Error as exc:
+            raise self._translate(exc) from None
+
+    def _translate(self, exc: psycopg.Error) -> StorageError:
+        """The tenxgraph error for a driver error (message redacted, never raw)."""
+        sqlstate = getattr(exc, "sqlstate", None)
+        context = {"backend": "postgresql", "sqlstate": sqlstate}
+        detail = redact(str(exc).strip()) or type(exc).__name__
+        if isinstance(exc, PoolClosed):
+            return StorageError(
+                f"the Postgres connection pool for {self._target} is closed: {detail}",
+                context=context,
+            )
+        if isinstance(exc, PoolTimeout | TooManyRequests):
+            return TransientStorageError(
+                f"no Postgres connection to {self._target} became available ({detail}): the "
+                "server is unreachable or every pooled connection is busy; check the DSN and "
+                "the server, or raise pool_config['max_size'] / ['timeout'], then retry",
+                context=context,
+            )
+        if isinstance(exc, psycopg.OperationalError) or (
+            sqlstate is not None and sqlstate[:2] in _TRANSIENT_CLASSES
+        ):
+            return TransientStorageError(
+                f"Postgres at {self._target} failed transiently ({type(exc).__name__}: "
+                f"{detail}); nothing partial was written, retry the call",
+                context=context,
+            )
+        if sqlstate in ("42P01", "42703"):  # undefined table / column
+            return StorageError(
+                f"the tenxgraph tables in schema {self.schema!r} (prefix "
+                f"{self.table_prefix!r}) are missing or outdated ({detail}); run setup() or "
+                "await asetup() first",
+                context=context,
+            )
+        return StorageError(
+            f"Postgres at {self._target} rejected a statement ({type(exc).__name__}, "
+            f"SQLSTATE {sqlstate}): {detail}",
+            context=context,
+        )
+
+    def _span_attrs(self, operation: str, thread_id: str | None = None) -> dict[str, Any]:
+        attrs = dict(self._attrs)
+        attrs[ATTR.DB_OPERATION] = operation
+        if thread_id is not None:
+            attrs[ATTR.THREAD_ID] = thread_id
+        return attrs
+
+    # -- setup -----------------------------------------------------------------------------------
+    async def asetup(self, conn: psycopg.AsyncConnection | None = None) -> None:
+        """Create or migrate the schema to :data:`~tenxgraph.storage._migrations.CURRENT_VERSION`.
+
+        Idempotent and safe from several processes at once: each step runs in one transaction
+        with its migrations-table row, under ``pg_advisory_xact_lock``. When the schema is
+        already current nothing is locked or altered (one catalog lookup and one read).
+
+        Args:
+            conn: run on this connection instead of a pooled one, e.g. inside the
+                application's open transaction: steps then run as savepoints of it and
+                become visible when the application commits.
+
+        Raises:
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` when the database holds a newer schema
+                than this code (``context``: ``found``, ``supported``).
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server is unreachable.
+            StorageError: ``STORAGE_000`` on any other failure (e.g. missing privileges).
+        """
+        with span(SPAN.SETUP, SpanKind.CLIENT, self._span_attrs("CREATE")):
+            try:
+                if conn is not None:
+                    await self._asetup_on(conn)
+                    return
+                pool = await self._get_pool()
+                async with pool.connection() as pooled:
+                    await self._asetup_on(pooled)
+            except psycopg.Error as exc:
+                raise self._translate(exc) from None
+
+    def setup(self, conn: psycopg.Connection | None = None) -> None:
+        """Sync twin of :meth:`asetup` on a plain (sync) psycopg connection.
+
+        Works outside any event loop and opens no pool: a short-lived connection is used (or
+        ``conn``, e.g. inside the application's open transaction).
+
+        Raises:
+            GraphError: ``GRAPH_007`` when called on a thread running an event loop (use
+                ``await asetup()``).
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` as in :meth:`asetup`.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server is unreachable.
+            StorageError: ``STORAGE_000`` on any other failure.
+        """
+        ensure_no_running_loop("setup", "asetup")
+        with span(SPAN.SETUP, SpanKind.CLIENT, self._span_attrs("CREATE")):
+            try:
+                if conn is not None:
+                    self._setup_on(conn)
+                    return
+                with self._sync_connect() as own:
+                    self._setup_on(own)
+            except psycopg.Error as exc:
+                raise self._translate(exc) from None
+
+    def _sync_connect(self) -> psycopg.Connection:
+        if self._dsn is not None:
+            conninfo, kwargs = self._dsn, dict(self._conn_kwargs)
+        else:
+            pool = self._user_pool
+            conninfo = str(getattr(pool, "conninfo", ""))
+            kwargs = {**(getattr(pool, "kwargs", None) or {})}
+            kwargs.setdefault("connect_timeout", max(2, math.ceil(self.connect_timeout_s)))
+        kwargs["autocommit"] = True
+        kwargs.pop("row_factory", None)
+        return psycopg.connect(conninfo, **kwargs)
+
+    async def _asetup_on(self, conn: psycopg.AsyncConnection) -> None:
+        found = await _adrive(conn, self._probe_plan(), tx=False)
+        if found == CURRENT_VERSION:
+            return
+        found = await _adrive(conn, self._bootstrap_plan(), tx=True)
+        for target in range(found + 1, CURRENT_VERSION + 1):
+            await _adrive(conn, self._step_plan(target), tx=True)
+
+    def _setup_on(self, conn: psycopg.Connection) -> None:
+        found = _drive(conn, self._probe_plan(), tx=False)
+        if found == CURRENT_VERSION:
+            return
+        found = _drive(conn, self._bootstrap_plan(), tx=True)
+        for target in range(found + 1, CURRENT_VERSION + 1):
+            _drive(conn, self._step_plan(target), tx=True)
+
+    def _check_version(self, found: int) -> None:
+        if found > CURRENT_VERSION:
+            raise SchemaVersionError(
+                f"the tenxgraph schema in {self.schema!r} (prefix {self.table_prefix!r}) is at "
+                f"version {found}, newer than this code understands ({CURRENT_VERSION}); "
+                "upgrade tenxgraph",
+                context={"found": found, "supported": CURRENT_VERSION},
+            )
+
+    def _probe_plan(self) -> Generator[_Op, _Rows, int | None]:
+        """Lock-free look at the schema version (``None``: no migrations table yet)."""
+        rows = yield self._q["TABLE_EXISTS"], {"qualified": self._migrations_table}
+        if not rows[0][0]:
+            return None
+        rows = yield self._q["MIGRATION_VERSION"], {}
+        found = int(rows[0][0])
+        self._check_version(found)
+        return found
+
+    def _bootstrap_plan(self) -> Generator[_Op, _Rows, int]:
+        """Under the lock: create the schema and the migrations table if missing."""
+        yield self._q["MIGRATION_LOCK"], {"lock_key": self._lock_key}
+        rows = yield self._q["SCHEMA_EXISTS"], {"schema": self.schema}
+        if not rows[0][0]:
+            yield self._q["CREATE_SCHEMA"], {}
+        rows = yield self._q["TABLE_EXISTS"], {"qualified": self._migrations_table}
+        if not rows[0][0]:
+            yield self._q["CREATE_MIGRATIONS_TABLE"], {}
+        rows = yield self._q["MIGRATION_VERSION"], {}
+        found = int(rows[0][0])
+        self._check_version(found)
+        return found
+
+    def _step_plan(self, target: int) -> Generator[_Op, _Rows, None]:
+        """Under the lock: apply step ``target`` unless another process already did."""
+        yield self._q["MIGRATION_LOCK"], {"lock_key": self._lock_key}
+        rows = yield self._q["MIGRATION_VERSION"], {}
+        found = int(rows[0][0])
+        self._check_version(found)
+        if found >= target:
+            return
+        if found != target - 1:  # pragma: no cover - steps are applied in order
+            raise StorageError(
+                f"schema step {target} cannot follow version {found}",
+                context={"found": found, "target": target},
+            )
+        for ddl in self._ddl[target - 1]:
+            yield ddl, {}
+        yield (
+            self._q["MIGRATION_RECORD"],
+            {"version": target, "summary": MIGRATIONS[target - 1].summary},
+        )
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
+        """Compare-and-swap ``w`` as version ``w.expected_version + 1``: one statement, one
+        round trip, one commit.
+
+        Inserts the version and ``w.new_messages`` (``O(k)`` rows for ``k`` new messages,
+        whatever the thread's length), then prunes versions ``<= new - w.history_limit`` and
+        the message rows below the smallest range start of every kept version.
+
+        Returns:
+            The new record, ``messages=None``.
+
+        Raises:
+            StaleStateError: ``STORAGE_CONFLICT_000`` when the thread is not at
+                ``w.expected_version`` (``context``: ``thread_id``, ``expected_version``,
+                ``current_version``, ``None`` for a missing thread); nothing of ``w`` is stored.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread;
+                ``STORAGE_000`` when the server rejects the write (e.g. a reused seq).
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure; nothing
+                partial is visible.
+        """
+        expected = w.expected_version
+        new_version = expected + 1
+        ranges = w.ranges
+        msgs = w.new_messages
+        datas = [d for _, d in msgs]
+        params: dict[str, Any] = {
+            "thread_id": w.thread_id,
+            "owner": w.user_id,
+            "values": w.values,
+            "ranges": [x for r in ranges for x in r],
+            "min_seq": min_seq_of(ranges, w.next_seq),
+            "next_seq": w.next_seq,
+            "status": w.status,
+            "created_at": w.created_at,
+            "seqs": [s for s, _ in msgs],
+            "datas": datas,
+        }
+        if expected == 0:
+            query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
+        else:
+            limit = w.history_limit if w.history_limit and w.history_limit > 0 else None
+            prune_to = new_version - limit if limit is not None and new_version > limit else None
+            params["expected"] = expected
+            params["prune_to"] = prune_to
+            params["expect_seen"] = (
+                expected if prune_to is not None and prune_to < expected else None
+            )
+            query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
+        attrs = self._span_attrs(operation, w.thread_id)
+        attrs[ATTR.VERSION] = new_version
+        attrs[ATTR.BYTES] = len(w.values) + sum(map(len, datas))
+        attrs[ATTR.MESSAGES_WRITTEN] = len(msgs)
+        with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs) as sp:
+            rows = await self._fetch(query, params)
+            if not rows:
+                raise await self._lost_write(w, sp)
+        return w.to_record(None)
+
+    async def _lost_write(self, w: CheckpointWrite, sp: Any) -> StorageError:
+        """Error path of a write whose CAS matched no row: forbidden or stale."""
+        rows = await self._fetch(
+            self._q["WRITE_CONFLICT_PROBE"], {"thread_id": w.thread_id, "owner": w.user_id}
+        )
+        if rows and rows[0][0] is False:
+            return forbidden(w.thread_id)
+        current = int(rows[0][1]) if rows else None
+        add_conflict_event(sp, w.thread_id, w.expected_version, current)
+        return stale(w.thread_id, w.expected_version, current)
+
+    async def read(
+        self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, or the given kept version; one statement.
+
+        Args:
+            key: thread and owner scope.
+            version: a kept version number, or ``None`` for the latest.
+            with_messages: fill ``messages`` (list order, ``len == ranges_len(ranges)``);
+                ``False`` leaves it ``None`` and reads no message row.
+
+        Returns:
+            The record, or ``None`` when the thread or version does not exist or another user
+            owns the thread (exactly as if it did not exist).
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+            StorageError: ``STORAGE_000`` on another failure, or when a version's message rows
+                are missing (a damaged database).
+        """
+        name = "READ_CHECKPOINT" if with_messages else "READ_CHECKPOINT_META"
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            rows = await self._fetch(
+                self._q[name],
+                {"thread_id": key.thread_id, "owner": key.user_id, "version": version},
+            )
+            if not rows:
+                sp.set_attribute(ATTR.HIT, False)
+                return None
+            v, values, flat, next_seq, status, created_at, messages = rows[0]
+            ranges = _pairs(flat)
+            if messages is not None and len(messages) != ranges_len(ranges):
+                raise StorageError(
+                    f"version {v} of thread {key.thread_id!r} references message rows that "
+                    "do not exist; the database was modified outside tenxgraph",
+                    context={"thread_id": key.thread_id, "version": v},
+                )
+            sp.set_attribute(ATTR.HIT, True)
+            sp.set_attribute(ATTR.VERSION, v)
+            return StoredCheckpoint(
+                thread_id=key.thread_id,
+                user_id=key.user_id,
+                version=v,
+                values=values,
+                ranges=ranges,
+                messages=messages if with_messages else None,
+                next_seq=next_seq,
+                status=status,
+                created_at=created_at,
+            )
+
+    async def current_version(self, key: ThreadKey) -> int | None:
+        """The latest version number, or ``None`` when missing or owned by another user.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CURRENT_VERSION, SpanKind.CLIENT, attrs):
+            rows = await self._fetch(
+                self._q["CURRENT_VERSION"], {"thread_id": key.thread_id, "owner": key.user_id}
+            )
+        return int(rows[0][0]) if rows else None
+
+    async def history(
+        self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
+    ) -> list[StoredCheckpoint]:
+        """Kept versions, newest first, with messages; two statements whatever the count.
+
+        The first reads the versions, the second the message rows of the union of their
+        ranges (each row once). A version pruned by a concurrent write between the two (its
+        rows then possibly gone) is left out, as it is no longer kept.
+
+        Args:
+            key: thread and owner scope.
+            limit: at most this many versions (``None``: all kept; ``<= 0``: none).
+            before: only versions ``< before`` when given.
+
+        Returns:
+            Records newest first; ``[]`` when the thread is missing or owned by another user.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.HISTORY, SpanKind.CLIENT, attrs) as sp:
+            base = {"thread_id": key.thread_id, "owner": key.user_id}
+            rows = await self._fetch(
+                self._q["HISTORY_CHECKPOINTS"], {**base, "before": before, "limit": limit}
+            )
+            sp.set_attribute(ATTR.HIT, bool(rows))
+            if not rows:
+                return []
+            parsed = [(row, _pairs(row[2])) for row in rows]
+            starts, ends = _merge_ranges([r for _, rs in parsed for r in rs])
+            data: dict[int, bytes] = {}
+            if starts:
+                msg_rows = await self._fetch(
+                    self._q["HISTORY_MESSAGES"], {**base, "starts": starts, "ends": ends}
+                )
+                data = dict(msg_rows)
+            out: list[StoredCheckpoint] = []
+            for (v, values, _flat, next_seq, status, created_at), ranges in parsed:
+                try:
+                    messages = [data[seq] for s, e in ranges for seq in range(s, e)]
+                except KeyError:
+                    continue  # pruned (and its rows swept) between the two statements
+                out.append(
+                    StoredCheckpoint(
+                        thread_id=key.thread_id,
+                        user_id=key.user_id,
+                        version=v,
+                        values=values,
+                        ranges=ranges,
+                        messages=messages,
+                        next_seq=next_seq,
+                        status=status,
+                        created_at=created_at,
+                    )
+                )
+            return out
+
+    # -- threads ---------------------------------------------------------------------------------
+    async def delete_thread(self, key: ThreadKey) -> bool:
+        """Delete every version, message row, ledger row and flag of the thread (one statement).
+
+        Returns:
+            ``True`` if the thread existed.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        with span(SPAN.THREAD_DELETE, SpanKind.CLIENT, self._span_attrs("DELETE", key.thread_id)):
+            rows = await self._fetch(
+                self._q["DELETE_THREAD"], {"thread_id": key.thread_id, "owner": key.user_id}
+            )
+        deleted, other_owner = rows[0]
+        if deleted:
+            return True
+        if other_owner:
+            raise forbidden(key.thread_id)
+        return False
+
+    async def list_threads(
+        self, user_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[ThreadInfo]:
+        """Threads owned by ``user_id`` (``"*"``: every thread), most recently updated first
+        (ties by ``thread_id``), paginated by ``offset`` and ``limit`` (counts).
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        if limit is not None and limit <= 0:
+            return []
+        name = "LIST_ALL_THREADS" if user_id == "*" else "LIST_THREADS"
+        rows = await self._fetch(
+            self._q[name], {"owner": user_id, "limit": limit, "offset": max(offset or 0, 0)}
+        )
+        return [
+            ThreadInfo(
+                thread_id=tid,
+                user_id=owner,
+                version=version,
+                status=status,
+                created_at=created,
+                updated_at=updated,
+                metadata=serde.loads(meta),
+            )
+            for tid, owner, version, status, created, updated, meta in rows
+        ]
+
+    async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
+        """Replace the application metadata of an existing thread (one statement).
+
+        Args:
+            key: thread and owner scope.
+            metadata: JSON-compatible dict (the tagged types of :mod:`serde` are kept too).
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be stored.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        data = serde.dumps(dict(metadata), "$.metadata")
+        rows = await self._fetch(
+            self._q["SET_METADATA"],
+            {"thread_id": key.thread_id, "owner": key.user_id, "metadata": data},
+        )
+        changed, owned = rows[0]
+        if changed:
+            return
+        if owned is False:
+            raise forbidden(key.thread_id)
+        raise ResourceNotFoundError(
+            f"thread {key.thread_id!r} does not exist; write a checkpoint first",
+            context={"thread_id": key.thread_id},
+        )
+
+    # -- stop flags ------------------------------------------------------------------------------
+    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
+        """Set or clear the thread's durable stop flag; a no-op for a thread that does not exist.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["SET_STOP"],
+            {"thread_id": key.thread_id, "owner": key.user_id, "requested": bool(requested)},
+        )
+        if rows[0][1] is False:
+            raise forbidden(key.thread_id)
+
+    async def get_stop(self, key: ThreadKey) -> bool:
+        """Whether a stop is requested (``False`` when missing or owned by another user).
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["GET_STOP"], {"thread_id": key.thread_id, "owner": key.user_id}
+        )
+        return bool(rows and rows[0][0])
+
+    # -- ledger ----------------------------------------------------------------------------------
+    async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
+        """The recorded execution for ``call_key``, or ``None`` (also for a missing thread).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        with span(SPAN.LEDGER_READ, SpanKind.CLIENT, self._span_attrs("SELECT", key.thread_id)):
+            rows = await self._fetch(
+                self._q["LEDGER_GET"],
+                {"thread_id": key.thread_id, "owner": key.user_id, "call_key": _utf8(call_key)},
+            )
+        if not rows:
+            return None
+        owned, tool_call_id, tool_name, result, created_at = rows[0]
+        if not owned:
+            raise forbidden(key.thread_id)
+        if tool_call_id is None:
+            return None
+        return LedgerEntry(
+            call_key=call_key,
+            tool_call_id=_text(tool_call_id),
+            tool_name=_text(tool_name),
+            result=result,
+            created_at=created_at,
+        )
+
+    async def ledger_put(self, key: ThreadKey, entry: LedgerEntry) -> LedgerEntry:
+        """Record ``entry`` unless ``entry.call_key`` is recorded already; return the winner.
+
+        One statement (``INSERT ... ON CONFLICT DO NOTHING``); only when it lost to a racing
+        replay a second one reads the winner's row, so both racers get the same result.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            LedgerWriteError: ``STORAGE_LEDGER_001`` when the thread does not exist (a tool call
+                is recorded only on a thread with a durable checkpoint) or the row could not be
+                written (the driver error, translated, is the ``__cause__``); ``context``:
+                ``thread_id``, ``tool_call_id``, ``tool``.
+        """
+        attrs = self._span_attrs("INSERT", key.thread_id)
+        attrs[ATTR.TOOL_NAME] = entry.tool_name
+        attrs[ATTR.TOOL_CALL_ID] = entry.tool_call_id
+        with span(SPAN.LEDGER_WRITE, SpanKind.CLIENT, attrs):
+            try:
+                rows = await self._fetch(
+                    self._q["LEDGER_PUT"],
+                    {
+                        "thread_id": key.thread_id,
+                        "owner": key.user_id,
+                        "call_key": _utf8(entry.call_key),
+                        "tool_call_id": _utf8(entry.tool_call_id),
+                        "tool_name": _utf8(entry.tool_name),
+                        "result": entry.result,
+                        "created_at": entry.created_at,
+                    },
+                )
+                inserted, owned = rows[0]
+                if inserted:
+                    return dataclasses.replace(entry)
+                if owned is None:
+                    raise ledger_missing_thread(key, entry)
+                if owned is False:
+                    raise forbidden(key.thread_id)
+                winner = await self.ledger_get(key, entry.call_key)
+            except (LedgerWriteError, StorageError) as exc:
+                if isinstance(exc, LedgerWriteError) or exc.error_code == "STORAGE_FORBIDDEN_001":
+                    raise
+                raise _ledger_error(key, entry, exc.message) from exc
+            if winner is None:  # the thread was deleted between the two statements
+                raise ledger_missing_thread(key, entry)
+            return winner
+
+    async def ledger_count(self, key: ThreadKey) -> int:
+        """Number of ledger rows of the thread (0 when missing).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEDGER_COUNT"], {"thread_id": key.thread_id, "owner": key.user_id}
+        )
+        if not rows:
+            return 0
+        owned, count = rows[0]
+        if not owned:
+            raise forbidden(key.thread_id)
+        return int(count)
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _pairs(flat: list[int] | None) -> tuple[Range, ...]:
+    """``[s1, e1, s2, e2, ...]`` -> ``((s1, e1), (s2, e2), ...)``."""
+    if not flat:
+        return ()
+    it = iter(flat)
+    return tuple(zip(it, it, strict=True))
+
+
+def _merge_ranges(ranges: list[Range]) -> tuple[list[int], list[int]]:
+    """Disjoint, sorted cover of ``ranges`` as ``(starts, ends)`` (empty ranges dropped)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for s, e in sorted(r for r in ranges if r[1] > r[0]):
+        if ends and s <= ends[-1]:
+            if e > ends[-1]:
+                ends[-1] = e
+        else:
+            starts.append(s)
+            ends.append(e)
+    return starts, ends
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8 bytes, lone surrogates included (for the ``bytea`` ledger keys)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _text(data: bytes) -> str:
+    """Inverse of :func:`_utf8`."""
+    return bytes(data).decode("utf-8", "surrogatepass")
+
+
+def _connection_gone(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says the pooled connection itself was dead (safe to retry once)."""
+    if isinstance(exc, PoolTimeout | PoolClosed | TooManyRequests):
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate is None:
+        return isinstance(exc, psycopg.OperationalError)
+    return sqlstate.startswith("08") or sqlstate in _CONNECTION_GONE
+
+
+async def _check_pool(pool: AsyncConnectionPool) -> None:
+    """Drop every dead idle connection of ``pool`` (one probe each; error path only)."""
+    try:
+        await pool.check()
+    except Exception:  # noqa: BLE001 - best effort; the retry reports the real error
+        pass
+
+
+async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:
+    """Wait forever; when cancelled (the loop is shutting down, e.g. at the end of
+    ``asyncio.run``, or :meth:`PostgresStore.aclose` ran), close ``pool``.
+
+    Without it, a pool left open when its loop ends can hang the loop's shutdown:
+    ``psycopg_pool`` keeps a worker alive that swallows the cancellation of a connection
+    attempt in flight and reschedules it.
+    """
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        try:
+            await pool.close(timeout=1.0)
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+
+
+def _abandon(pool: AsyncConnectionPool) -> None:
+    """Best-effort cleanup of a pool whose event loop is closed.
+
+    Its worker tasks died with the loop and its connections cannot be closed through it, so
+    the idle connections' sockets are closed directly (``PGconn.finish``), which also spares
+    their "deleted while still open" warnings.
+    """
+    for conn in list(getattr(pool, "_pool", ())):
+        try:
+            conn.pgconn.finish()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
+def _ledger_error(key: ThreadKey, entry: LedgerEntry, detail: str) -> LedgerWriteError:
+    return LedgerWriteError(
+        f"could not record tool call {entry.tool_call_id!r} ({entry.tool_name}) on thread "
+        f"{key.thread_id!r}: {detail}; the run stops so the tool cannot run again unrecorded",
+        context={
+            "thread_id": key.thread_id,
+            "tool_call_id": entry.tool_call_id,
+            "tool": entry.tool_name,
+        },
+    )
+
+
+async def _adrive(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any], *, tx: bool):
+    """Run a setup plan on ``conn``, in a transaction (a savepoint inside an open one) when
+    ``tx`` or when ``conn`` is not autocommit; return the plan's result."""
+    if tx or not conn.autocommit:
+        async with conn.transaction():
+            return await _adrive_steps(conn, plan)
+    return await _adrive_steps(conn, plan)
+
+
+async def _adrive_steps(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any]):
+    cur = conn.cursor(row_factory=tuple_row)
+    rows: _Rows | None = None
+    try:
+        while True:
+            query, params = plan.send(rows)  # type: ignore[arg-type]
+            await cur.execute(query, params)
+            rows = await cur.fetchall() if cur.description is not None else []
+    except StopIteration as stop:
+        return stop.value
+
+
+def _drive(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any], *, tx: bool):
+    """Sync twin of :func:`_adrive`."""
+    if tx or not conn.autocommit:
+        with conn.transaction():
+            return _drive_steps(conn, plan)
+    return _drive_steps(conn, plan)
+
+
+def _drive_steps(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any]):
+    cur = conn.cursor(row_factory=tuple_row)
+    rows: _Rows | None = None
+    try:
+        while True:
+            query, params = plan.send(rows)  # type: ignore[arg-type]
+            cur.execute(query, params)
+            rows = cur.fetchall() if cur.description is not None else []
+    except StopIteration as stop:
+        return stop.value
