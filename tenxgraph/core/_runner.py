@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from opentelemetry.trace import use_span
 
 from tenxgraph.core._context import _RUN, RunContext
 from tenxgraph.core.config import RunConfig, normalize_config
@@ -35,7 +34,17 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
 from tenxgraph.core.state.reducers import MessageList
-from tenxgraph.telemetry import ATTR, EVENT, SPAN, record_error, span, tracer, user_digest
+from tenxgraph.telemetry import (
+    ATTR,
+    EVENT,
+    SPAN,
+    enabled,
+    record_error,
+    span,
+    start_span,
+    use_span,
+    user_digest,
+)
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START, ResponseGranularity
 
@@ -148,9 +157,13 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
     if not update:
         return state, []
     replace = update.pop("__replace__", False)
+    # Run input is appended whatever the context field's reducer (DESIGN 1: "the input's
+    # messages are appended to context"), also on states annotated with replace_messages.
+    append = update.pop("__append__", False)
     cls = type(state)
     reducers = reducers_of(cls)
     changes: dict[str, Any] = {}
+    probe: AgentState | None = None
     old_ctx = state.context
     for name, value in update.items():
         if name == "context":
@@ -165,12 +178,19 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
                 from tenxgraph.core.state.reducers import replace_messages
 
                 changes[name] = msgs if isinstance(msgs, MessageList) and msgs is old_ctx else replace_messages(None, msgs)
+            elif append:
+                from tenxgraph.core.state.reducers import add_messages
+
+                changes[name] = add_messages(old_ctx, msgs)
             else:
                 changes[name] = reducers[name](old_ctx, msgs)
             continue
         new_value = value if replace else reducers[name](getattr(state, name), value)
         try:
-            probe = cls.model_construct()
+            # A shallow copy as the validation target: ``model_construct()`` would run every
+            # default factory (and pydantic inspects their signatures), ~1 ms per node.
+            if probe is None:
+                probe = state.model_copy()
             cls.__pydantic_validator__.validate_assignment(probe, name, new_value)
             new_value = getattr(probe, name)
         except Exception as exc:  # pydantic's ValidationError
@@ -275,7 +295,7 @@ class _Run:
         self.span: Any = None
 
     async def commit(self, state: AgentState) -> None:
-        with use_span(self.span, end_on_exit=False):
+        with use_span(self.span):
             self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
         self.state = self.prev.state
         self.dirty = False
@@ -376,13 +396,18 @@ async def run_graph(
     state_cls = graph.state_class
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
     run = _Run(graph, rc)
-    run_span = tracer().start_span(
+    # Started, not made current: the run is an async generator, and a span current across
+    # its yields would leak into the consumer's context. Each piece of work enters it with
+    # use_span instead.
+    run_span = start_span(
         SPAN.RUN,
         attributes={
             ATTR.THREAD_ID: rc.thread_id,
             ATTR.RUN_ID: rc.run_id,
             ATTR.USER_DIGEST: user_digest(rc.user_id),
-        },
+        }
+        if enabled()
+        else None,
     )
     run.span = run_span
     try:
@@ -404,8 +429,7 @@ async def _run_body(
     granularity: ResponseGranularity,
 ) -> AsyncIterator[StreamChunk]:
     graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
-    counters = graph._counters
-    with use_span(run_span, end_on_exit=False):
+    with use_span(run_span):
         run.prev = await run.cp.aload(rc.raw, state_cls)
     if run.prev is not None:
         run.state = run.prev.state
@@ -465,6 +489,7 @@ async def _run_body(
     update: dict[str, Any] = dict(field_updates)
     if input_msgs:
         update["context"] = input_msgs
+        update["__append__"] = True
     run.state, accepted = apply_update(run.state, update)
     entry = graph.builder.entry_point
     assert entry is not None
@@ -486,8 +511,6 @@ async def _run_body(
         yield _chunk(run, StreamEvent.MESSAGE, message=m)
     async for ch in _steps(run, entry, replay=False, skip_interrupt_before=False):
         yield ch
-    if counters is not None and run.ctx.stats.get("replayed"):
-        counters.add(run.ctx.stats["replayed"])
     yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, input_msgs))
 
 
@@ -543,17 +566,21 @@ async def _steps(
         run.ctx.interrupt_seq = 0
         if is_replay:
             run.ctx.stats["replayed"] = run.ctx.stats.get("replayed", 0) + 1
+            if graph._counters is not None:
+                graph._counters.add(1, {ATTR.NODE: node})
         first = False
         token = _RUN.set(run.ctx)
         try:
-            with use_span(run.span, end_on_exit=False), span(
+            with use_span(run.span), span(
                 SPAN.NODE,
                 attributes={
                     ATTR.NODE: node,
                     ATTR.THREAD_ID: rc.thread_id,
                     ATTR.STEP: state.execution_meta.step,
                     ATTR.REPLAYED: is_replay,
-                },
+                }
+                if enabled()
+                else None,
             ):
                 try:
                     if rc.node_timeout is not None:

@@ -151,25 +151,33 @@ class CompiledGraph:
         ``message`` for each message entering the state, ``updates`` after each node,
         ``state`` when the run pauses, stops or finishes, ``error`` before an error is raised.
         """
+        # One dict for the whole run: without a config, the thread id the runtime generates
+        # must be the one the final state is read from.
+        config = config if config is not None else {}
         agen = self._drive(input_data, config, response_granularity)
         try:
             async for chunk in agen:
                 if chunk.event == StreamEvent.RESULT:
                     yield StreamChunk(
                         event=StreamEvent.STATE,
-                        state=(chunk.data or {}).get("state") or await self.aget_state(config or {}),
+                        state=(chunk.data or {}).get("state") or await self.aget_state(config),
                         data={"status": "done"},
                         thread_id=chunk.thread_id,
                         run_id=chunk.run_id,
                     )
                     continue
                 yield chunk
-        except TenxGraphError as exc:
+        except Exception as exc:
+            # Every failure is announced, a node's own exception too (its class name stands in
+            # for the error code).
             yield StreamChunk(
                 event=StreamEvent.ERROR,
-                data={"error_code": exc.error_code, "message": exc.message},
-                thread_id=(config or {}).get("thread_id"),
-                run_id=(config or {}).get("run_id"),
+                data={
+                    "error_code": getattr(exc, "error_code", None) or type(exc).__name__,
+                    "message": exc.message if isinstance(exc, TenxGraphError) else str(exc),
+                },
+                thread_id=config.get("thread_id"),
+                run_id=config.get("run_id"),
             )
             raise
         finally:
@@ -258,6 +266,7 @@ class CompiledGraph:
 
         Raises:
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when the thread belongs to another user.
             StaleStateError: ``STORAGE_CONFLICT_000`` when it moved on meanwhile.
             ValidationError / GraphError: for values a node could not return either.
         """
@@ -265,6 +274,9 @@ class CompiledGraph:
         normalize_config(cfg, new_run=False)
         loaded = await self.checkpointer.aload(cfg, self.state_class)
         if loaded is None:
+            # Another user's thread reads as missing, but a write to it must be refused as
+            # forbidden (DESIGN 3): the ledger lookup checks ownership without writing.
+            await self.checkpointer.aledger_get(cfg, "")
             raise ResourceNotFoundError(
                 f"thread {cfg['thread_id']!r} does not exist", context={"thread_id": cfg["thread_id"]}
             )

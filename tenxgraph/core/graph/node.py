@@ -42,6 +42,19 @@ def _declared(func: Callable[..., Any]) -> tuple[bool, bool, bool]:
 
 
 def _param_names(func: Callable[..., Any]) -> list[str]:
+    try:
+        return _param_names_cached(func)
+    except TypeError:  # unhashable callable
+        return _param_names_uncached(func)
+
+
+@functools.lru_cache(maxsize=1024)
+def _param_names_cached(func: Callable[..., Any]) -> list[str]:
+    # Routers are called after every node: inspect each one once.
+    return _param_names_uncached(func)
+
+
+def _param_names_uncached(func: Callable[..., Any]) -> list[str]:
     target = func
     if not inspect.isfunction(func) and not inspect.ismethod(func) and callable(func):
         target = func.__call__  # type: ignore[operator]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -31,7 +31,7 @@ from tenxgraph.storage.base import (
     ThreadInfo,
     ThreadKey,
 )
-from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, histogram, span
+from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
 
 __all__ = ["BaseCheckpointer", "Loaded", "StateSnapshot"]
 
@@ -110,9 +110,12 @@ class BaseCheckpointer:
         # Versions this instance last read or wrote, per thread key: the CAS base of direct
         # ``aput_state`` calls that do not carry ``_checkpoint_version``.
         self._seen: dict[ThreadKey, Loaded] = {}
-        self._ckpt_counter = counter(METRIC.CHECKPOINTS, "{checkpoint}", "checkpoints written")
-        self._write_hist = histogram(METRIC.WRITE_DURATION, "s", "checkpoint write latency")
-        self._conflicts = counter(METRIC.CONFLICTS, "{conflict}", "compare-and-swap conflicts")
+        self._ckpt_counter = counter(METRIC.CHECKPOINTS)
+        self._write_hist = histogram(METRIC.WRITE_DURATION)
+        self._conflicts = counter(METRIC.CONFLICTS)
+        # Metric attributes: the source of truth's tier name (low cardinality).
+        source = getattr(store, "source", store)
+        self._metric_attrs = {ATTR.TIER: str(getattr(source, "name", type(source).__name__))}
 
     # -- keys ------------------------------------------------------------------------------------
     def key_for(self, config: dict[str, Any]) -> ThreadKey:
@@ -133,7 +136,7 @@ class BaseCheckpointer:
             SchemaVersionError: ``STORAGE_SCHEMA_001`` when the stored schema is newer.
             TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server cannot be reached.
         """
-        with span(SPAN.SETUP, attributes={ATTR.DB_SYSTEM: self.store.name}):
+        with span(SPAN.SETUP, attributes=dict(self._metric_attrs)):
             await self.store.asetup()
         self._setup_done = True
 
@@ -194,12 +197,15 @@ class BaseCheckpointer:
         """
         await self._ensure_setup()
         key = self.key_for(config)
-        rec = await self.store.read(key)
-        if rec is None:
-            config["_checkpoint_version"] = 0
-            self._seen.pop(key, None)
-            return None
-        loaded = self._decode(rec, state_cls or self.state_class)
+        attrs = {ATTR.THREAD_ID: key.thread_id} if enabled() else None
+        with span(SPAN.CHECKPOINT_LOAD, attributes=attrs) as sp:
+            rec = await self.store.read(key)
+            if rec is None:
+                config["_checkpoint_version"] = 0
+                self._seen.pop(key, None)
+                return None
+            loaded = self._decode(rec, state_cls or self.state_class)
+            sp.set_attribute(ATTR.VERSION, loaded.version)
         config["_checkpoint_version"] = loaded.version
         self._seen[key] = loaded
         return loaded
@@ -265,26 +271,30 @@ class BaseCheckpointer:
         await self._ensure_setup()
         key = self.key_for(config)
         w, view = self.build_write(key, state, prev)
-        t0 = time.perf_counter()
-        with span(
-            SPAN.CHECKPOINT_WRITE,
-            attributes={
+        attrs = None
+        if enabled():
+            attrs = {
                 ATTR.THREAD_ID: key.thread_id,
                 ATTR.VERSION: w.expected_version + 1,
-                ATTR.TIER: self.store.name,
                 ATTR.MESSAGES_WRITTEN: len(w.new_messages),
                 ATTR.BYTES: len(w.values) + sum(len(b) for _, b in w.new_messages),
-            },
-        ):
+            }
+        t0 = time.perf_counter()
+        with span(SPAN.CHECKPOINT_COMMIT, attributes=attrs):
             try:
                 rec = await self.store.write(w)
             except Exception as exc:
-                if getattr(exc, "error_code", None) == "STORAGE_CONFLICT_000":
-                    self._conflicts.add(1)
+                code = getattr(exc, "error_code", None)
+                if code == "STORAGE_CONFLICT_000":
+                    self._conflicts.add(1, self._metric_attrs)
                     self._seen.pop(key, None)
+                self._write_hist.record(
+                    time.perf_counter() - t0,
+                    {**self._metric_attrs, ATTR.ERROR_TYPE: code or type(exc).__qualname__},
+                )
                 raise
-        self._write_hist.record(time.perf_counter() - t0)
-        self._ckpt_counter.add(1)
+        self._write_hist.record(time.perf_counter() - t0, self._metric_attrs)
+        self._ckpt_counter.add(1, self._metric_attrs)
         attach = getattr(self.store, "attach_decoded", None)
         if attach is not None:
             await attach(key, rec.version, (view.messages, view.length))
