@@ -392,7 +392,8 @@ async def run_graph(
     """
     if config is None:
         config = {}
-    rc = normalize_config(config, require_thread=False)
+    # ``_drive`` already validated the dict and assigned this invocation its run_id.
+    rc = normalize_config(config, require_thread=False, new_run=not config.get("run_id"))
     state_cls = graph.state_class
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
     run = _Run(graph, rc)

@@ -26,6 +26,7 @@ KNOWN_KEYS: dict[str, Any] = {
     "node_timeout": 900.0,
     "tool_timeout": 300.0,
     "_checkpoint_version": ...,
+    "_run_id_auto": ...,
 }
 
 MAX_THREAD_ID_LEN = 255
@@ -58,7 +59,8 @@ class RunConfig:
             it.
         thread_id (str): the thread (an ``int`` is turned into its decimal ``str``).
         user_id (str): the owner scope (default ``"anonymous"``).
-        run_id (str): set to a uuid4 when absent.
+        run_id (str): set to a uuid4 when absent (also when the one present was generated for
+            an earlier run of the same dict, recorded in ``config["_run_id_auto"]``).
         durable (bool): ``durable_checkpoint_every_step``.
         recursion_limit (int): node executions allowed per run.
         node_timeout, tool_timeout (float | None): seconds; ``None`` disables.
@@ -179,8 +181,12 @@ def normalize_config(
             context={"key": "user_id"},
         )
     config["user_id"] = str(uid)
-    if new_run and not config.get("run_id"):
+    generated = config.get("run_id") and config.get("_run_id_auto") == config.get("run_id")
+    if new_run and (not config.get("run_id") or generated):
+        # A run_id the runtime generated for an earlier run of this same config dict is not
+        # reused: each invocation is its own run.
         config["run_id"] = str(uuid.uuid4())
+        config["_run_id_auto"] = config["run_id"]
     elif "run_id" in config:
         config["run_id"] = str(config["run_id"])
     else:

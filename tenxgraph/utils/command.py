@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Command"]
 
+N = TypeVar("N")
+
 
 @dataclass(slots=True)
-class Command:
+class Command(Generic[N]):
     """Returned by a node to update state and choose the next node in one value.
+
+    Annotate a node that routes with ``Command`` as ``-> Command[Literal["a", "b"]]`` so
+    ``compile()`` knows where it may go (as in LangGraph); with a bare ``-> Command`` the graph
+    skips its orphan-node check.
 
     Attributes:
         update: what the node would otherwise return (``None``, a ``str``, a ``Message``, a list

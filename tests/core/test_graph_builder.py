@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 import pytest
@@ -828,3 +828,45 @@ def test_guide_graph_with_tool_node_runs_as_written() -> None:
     assert tool_node.tool_names == ["get_weather"]
     params = tool_node.tool_schemas()[0]["function"]["parameters"]
     assert list(params["properties"]) == ["location"]
+
+
+def test_node_reached_only_through_annotated_command_is_not_an_orphan() -> None:
+    # Module-level names: this file uses postponed annotations, resolved from its globals.
+    def router(state) -> Command[Literal["target"]]:
+        return Command(update="routing", goto="target")
+
+    def target(state):
+        return "arrived"
+
+    g = StateGraph()
+    g.add_node("router", router)
+    g.add_node("target", target)
+    g.set_entry_point("router")
+    app = g.compile()
+    out = app.invoke({"messages": ["go"]}, {"thread_id": "cmd-only"})
+    assert [m.text() for m in out["messages"]] == ["go", "routing", "arrived"]
+
+    g2 = StateGraph()
+    g2.add_node("router", router)
+    g2.add_node("target", target)
+    g2.add_node("stray", target)
+    g2.set_entry_point("router")
+    with pytest.raises(GraphError) as err:
+        g2.compile()
+    assert err.value.error_code == "GRAPH_003" and err.value.context["nodes"] == ["stray"]
+
+
+def test_each_invocation_gets_its_own_run_id_unless_the_caller_sets_one() -> None:
+    g = StateGraph()
+    g.add_node("n", lambda state: "ok")
+    g.set_entry_point("n")
+    app = g.compile()
+    cfg = {"thread_id": "runids"}
+    app.invoke({"messages": ["a"]}, cfg)
+    first = cfg["run_id"]
+    app.invoke({"messages": ["b"]}, cfg)
+    assert cfg["run_id"] != first
+    mine = {"thread_id": "runids-2", "run_id": "caller-run"}
+    app.invoke({"messages": ["a"]}, mine)
+    app.invoke({"messages": ["b"]}, mine)
+    assert mine["run_id"] == "caller-run"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import GraphError
 from tenxgraph.core.state import AgentState
+from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START
 
 from .node import Node
@@ -159,6 +161,17 @@ class StateGraph:
         ce = self.conditional_edges.get(node)
         if ce is not None and ce.path_map:
             yield from ce.path_map.values()
+        goto = _command_targets(self.nodes[node].func) if node in self.nodes else ()
+        if goto:
+            yield from goto
+
+    def _routing_is_static(self) -> bool:
+        """Whether every possible route is known before running: each router has a
+        ``path_map`` and each node returning ``Command`` names its targets with
+        ``Command[Literal[...]]`` (as LangGraph asks)."""
+        if not all(ce.path_map for ce in self.conditional_edges.values()):
+            return False
+        return all(_command_targets(n.func) is not None for n in self.nodes.values())
 
     def validate(self, interrupt_before: list[str], interrupt_after: list[str]) -> None:
         """Check the graph's structure.
@@ -166,8 +179,10 @@ class StateGraph:
         Raises:
             GraphError: ``GRAPH_002`` no entry point; ``GRAPH_004`` an edge, path map or
                 interrupt list names an unknown node; ``GRAPH_003`` a node that no path from
-                the entry point reaches (checked only when every router has a ``path_map``, as
-                routers without one may return any node).
+                the entry point reaches (checked only when every route is known statically:
+                every router has a ``path_map`` and every node annotated to return a
+                ``Command`` names its targets as ``Command[Literal["a", "b"]]``; a bare
+                ``-> Command`` annotation may go anywhere).
         """
         if not self.nodes:
             raise GraphError("the graph has no nodes", error_code="GRAPH_002")
@@ -199,7 +214,7 @@ class StateGraph:
                     raise GraphError(
                         f"{label} names unknown node {n!r}", error_code="GRAPH_004", context={"node": n}
                     )
-        if all(ce.path_map for ce in self.conditional_edges.values()):
+        if self._routing_is_static():
             seen = {self.entry_point}
             todo = [self.entry_point]
             while todo:
@@ -241,3 +256,46 @@ class StateGraph:
 
             checkpointer = InMemoryCheckpointer()
         return CompiledGraph(self, checkpointer, ib, ia)
+
+
+def _command_targets(func: Any) -> tuple[str, ...] | None:
+    """Targets a node may reach through ``Command(goto=...)``, read from its return
+    annotation: ``()`` when it does not return ``Command``, the names of
+    ``Command[Literal[...]]``, or ``None`` when it returns ``Command`` without naming them."""
+    import typing
+
+    target = func
+    if not inspect.isfunction(func) and not inspect.ismethod(func):
+        target = type(func).__call__ if callable(func) else func
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: treat as unknown
+        ann = getattr(target, "__annotations__", {}).get("return")
+        if isinstance(ann, str) and "Command" in ann:
+            return None
+        return ()
+    ret = hints.get("return")
+    if ret is None:
+        return ()
+    found: list[str] = []
+    unknown = False
+
+    def walk(tp: Any) -> None:
+        nonlocal unknown
+        if tp is Command:
+            unknown = True
+            return
+        if typing.get_origin(tp) is Command:
+            for arg in typing.get_args(tp):
+                if typing.get_origin(arg) is typing.Literal:
+                    found.extend(str(a) for a in typing.get_args(arg))
+                else:
+                    unknown = True
+            return
+        for arg in typing.get_args(tp):
+            walk(arg)
+
+    walk(ret)
+    if unknown:
+        return None
+    return tuple(found)
