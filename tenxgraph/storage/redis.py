@@ -1,0 +1,876 @@
+"""Redis cache tier: each thread's latest checkpoint, shared by every application instance.
+
+The middle tier of the layered store (``LRU -> Redis -> source of truth``, see
+``docs/architecture.md``), on the redis-py asyncio client. Redis is never authoritative: every
+failure (server down, a call slower than ``timeout_s``, data that does not parse) is a cache
+miss, logged as a warning on the ``tenxgraph.redis`` logger and recorded as a span event
+(``tenxgraph.cache.failure``), never an error for the run.
+
+Key layout (every key of a thread shares one hash tag, so the layout works on Redis Cluster):
+
+* ``{prefix}{<thread_id>}:meta``: a hash with ``fmt`` (layout version, ``"1"``), ``owner`` (a
+  digest of the owner's ``user_id``), ``version``, ``values``, ``ranges`` (JSON list of
+  ``[start, end)`` pairs), ``next_seq``, ``status``, ``created_at`` (UNIX seconds);
+* ``{prefix}{<thread_id>}:msgs``: a hash ``seq -> message blob`` holding exactly the rows of the
+  cached version's ranges;
+* ``{prefix}{<thread_id>}:ver``: the version stamp, ``"<version>:<created_at ms>:<owner>"``,
+  set to the new version by every write-through, even when the data keys cannot be updated.
+  :class:`~tenxgraph.storage.layered.LayeredStore` validates an in-process LRU entry against it
+  with one ``GET`` (:meth:`RedisCache.read_stamp`).
+
+Every key expires ``ttl_s`` seconds after the thread's last write. Reads and writes are single
+Lua scripts (one round trip, atomic): a read fetches the meta and the messages of its ranges; a
+write-through sends only the new rows and applies them only on top of the cached previous
+version (else it drops the thread's data keys), and never moves the stamp backwards.
+
+When Redis fails for connection reasons the tier marks itself down for
+``reconnect_backoff_s`` seconds (calls are misses without touching the network) and a
+background probe retries every ``reconnect_backoff_s``: the tier reconnects by itself when
+Redis is back, even when idle. Threads whose write-through or invalidation could not reach
+Redis are remembered and their keys deleted first thing after reconnection, so data Redis kept
+through the outage cannot be served stale.
+
+A stamp is only as good as the write-throughs of *every* instance. After an outage, other
+instances may still be backing off and writing to the source without stamping, so for a grace
+window of ``2 * (reconnect_backoff_s + timeout_s)`` after reconnecting the tier reports its
+stamps as untrusted (:attr:`RedisCache.stamps_trusted`, :meth:`RedisCache.read_stamp` raises);
+the layered store then validates against the source of truth instead. An instance that
+cannot reach Redis while others can (a partial network partition) cannot stamp its writes:
+the others may then read a stale cached state, which the compare-and-swap turns into a
+``StaleStateError`` (never a lost update), and the conflict drops the thread from every tier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from typing import Any, NamedTuple
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from tenxgraph.core.exceptions import ConfigError, TransientStorageError, redact
+from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
+
+from .base import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
+
+__all__ = ["RedisCache", "Stamp"]
+
+logger = logging.getLogger("tenxgraph.redis")
+
+#: Layout version written in every meta hash; anything else reads as garbage.
+_FMT = "1"
+
+#: At most this many threads are remembered for deletion after an outage.
+_MAX_DIRTY = 10_000
+
+_GET_LUA = """
+local function garbage()
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 0
+end
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then return false end
+if t ~= 'hash' then return garbage() end
+local m = redis.call('HMGET', KEYS[1], 'fmt', 'owner', 'version', 'values', 'ranges',
+                     'next_seq', 'status', 'created_at')
+if m[1] ~= ARGV[2] then return garbage() end
+for i = 2, 8 do if not m[i] then return garbage() end end
+if m[2] ~= ARGV[1] then return false end
+if not tonumber(m[3]) or not tonumber(m[6]) or not tonumber(m[8]) then return garbage() end
+local ok, ranges = pcall(cjson.decode, m[5])
+if not ok or type(ranges) ~= 'table' then return garbage() end
+local total = 0
+for i = 1, #ranges do
+  local r = ranges[i]
+  if type(r) ~= 'table' or type(r[1]) ~= 'number' or type(r[2]) ~= 'number' or r[2] < r[1] then
+    return garbage()
+  end
+  total = total + (r[2] - r[1])
+end
+local mt = redis.call('TYPE', KEYS[2])['ok']
+if mt ~= 'hash' and (mt ~= 'none' or total > 0) then return garbage() end
+if total > 0 and total > redis.call('HLEN', KEYS[2]) then return garbage() end
+local lens, parts, fields = {}, {}, {}
+local function flush()
+  if #fields == 0 then return true end
+  local vals = redis.call('HMGET', KEYS[2], unpack(fields))
+  for i = 1, #fields do
+    local v = vals[i]
+    if not v then return false end
+    lens[#lens + 1] = #v
+    parts[#parts + 1] = v
+  end
+  fields = {}
+  return true
+end
+for i = 1, #ranges do
+  for seq = ranges[i][1], ranges[i][2] - 1 do
+    fields[#fields + 1] = seq
+    if #fields >= 512 and not flush() then return garbage() end
+  end
+end
+if not flush() then return garbage() end
+return {m[3], m[4], m[5], m[6], m[7], m[8], table.concat(lens, ','), table.concat(parts)}
+"""
+
+# KEYS: meta, msgs, ver
+# ARGV: 1 mode ('inc' | 'full' | 'drop'), 2 version, 3 owner, 4 values, 5 ranges JSON,
+#       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 stamp, 11 fmt,
+#       12 row seqs "s1,s2,...", 13 row lengths "n1,n2,...", 14 the row blobs concatenated
+# Returns 1 applied, 2 data dropped (stamp set), 0 ignored (a newer version is cached).
+_PUT_LUA = """
+local mode, v, owner, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[9])
+local row_seqs, row_lens = {}, {}
+for x in string.gmatch(ARGV[12], '[^,]+') do row_seqs[#row_seqs + 1] = x end
+local total = 0
+for x in string.gmatch(ARGV[13], '[^,]+') do
+  local n = tonumber(x)
+  row_lens[#row_lens + 1] = n
+  total = total + n
+end
+if #row_seqs ~= #row_lens or total ~= #ARGV[14] then
+  return redis.error_reply('tenxgraph: malformed rows')
+end
+local keep_stamp = false
+local s = redis.pcall('GET', KEYS[3])
+if type(s) == 'table' then redis.call('DEL', KEYS[3]); s = false end
+if s then
+  local sv, so = string.match(s, '^(%d+):[^:]*:(.*)$')
+  if sv and so == owner then
+    local n = tonumber(sv)
+    if n > v then return 0 end
+    if n == v and mode ~= 'inc' then keep_stamp = true end
+  end
+end
+local cv, co, cr = nil, nil, nil
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'hash' then
+  local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt')
+  if m[4] == ARGV[11] then cv, co, cr = tonumber(m[1]), m[2], m[3] end
+end
+local mt = redis.call('TYPE', KEYS[2])['ok']
+if mt ~= 'hash' and mt ~= 'none' then cv = nil end
+if cv and co == owner then
+  if cv > v or (cv == v and mode ~= 'inc') then return 0 end
+end
+
+local function set_rows()
+  local batch, off, body = {}, 1, ARGV[14]
+  for i = 1, #row_seqs do
+    local n = row_lens[i]
+    batch[#batch + 1] = row_seqs[i]
+    batch[#batch + 1] = string.sub(body, off, off + n - 1)
+    off = off + n
+    if #batch >= 1024 then
+      redis.call('HSET', KEYS[2], unpack(batch))
+      batch = {}
+    end
+  end
+  if #batch > 0 then redis.call('HSET', KEYS[2], unpack(batch)) end
+end
+local function set_meta()
+  redis.call('HSET', KEYS[1], 'fmt', ARGV[11], 'owner', owner, 'version', ARGV[2],
+             'values', ARGV[4], 'ranges', ARGV[5], 'next_seq', ARGV[6], 'status', ARGV[7],
+             'created_at', ARGV[8])
+end
+local function valid_ranges(r)
+  if type(r) ~= 'table' then return false end
+  for i = 1, #r do
+    if type(r[i]) ~= 'table' or type(r[i][1]) ~= 'number' or type(r[i][2]) ~= 'number' then
+      return false
+    end
+  end
+  return true
+end
+local function extends(old, new)
+  local n = #old
+  if n == 0 then return true end
+  if #new < n then return false end
+  for i = 1, n - 1 do
+    if old[i][1] ~= new[i][1] or old[i][2] ~= new[i][2] then return false end
+  end
+  return old[n][1] == new[n][1] and new[n][2] >= old[n][2]
+end
+local function prune(new)
+  local keep = {}
+  for i = 1, #new do
+    for seq = new[i][1], new[i][2] - 1 do keep[tostring(seq)] = true end
+  end
+  local all = redis.call('HKEYS', KEYS[2])
+  local del = {}
+  for i = 1, #all do
+    if not keep[all[i]] then
+      del[#del + 1] = all[i]
+      if #del >= 1024 then
+        redis.call('HDEL', KEYS[2], unpack(del))
+        del = {}
+      end
+    end
+  end
+  if #del > 0 then redis.call('HDEL', KEYS[2], unpack(del)) end
+end
+
+local applied = false
+if mode == 'inc' and cv and co == owner and cv == v - 1 then
+  local ok1, old = pcall(cjson.decode, cr)
+  local ok2, new = pcall(cjson.decode, ARGV[5])
+  if ok1 and ok2 and valid_ranges(old) and valid_ranges(new) then
+    if not extends(old, new) then prune(new) end
+    set_rows()
+    set_meta()
+    applied = true
+  end
+elseif mode == 'full' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  set_rows()
+  set_meta()
+  applied = true
+end
+if applied then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
+else
+  redis.call('DEL', KEYS[1], KEYS[2])
+end
+if keep_stamp then
+  redis.call('EXPIRE', KEYS[3], ttl)
+else
+  redis.call('SET', KEYS[3], ARGV[10], 'EX', ttl)
+end
+if applied then return 1 end
+return 2
+"""
+
+# KEYS: ver. ARGV: 1 version, 2 owner, 3 stamp, 4 ttl_s. Sets unless a newer same-owner stamp.
+_SET_STAMP_LUA = """
+local s = redis.pcall('GET', KEYS[1])
+if type(s) == 'string' then
+  local sv, so = string.match(s, '^(%d+):[^:]*:(.*)$')
+  if sv and so == ARGV[2] and tonumber(sv) > tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[3], 'EX', tonumber(ARGV[4]))
+return 1
+"""
+
+
+class Stamp(NamedTuple):
+    """A thread's version stamp as read from Redis.
+
+    Attributes:
+        version: the latest version written through this tier.
+        created_ms: that version's ``created_at`` in whole milliseconds, or ``None`` when the
+            stamp was set without it. Distinguishes a version number reused after the thread
+            was deleted and created again.
+    """
+
+    version: int
+    created_ms: int | None
+
+
+class _Unavailable(Exception):
+    """Internal: the tier is down (backing off) or a call failed at the connection level."""
+
+
+class _Garbage(Exception):
+    """Internal: Redis answered with data that does not parse as this layout."""
+
+
+def _owner(user_id: str) -> str:
+    """The owner digest stored in Redis (never the raw ``user_id``)."""
+    return hashlib.blake2b(user_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _ms(created_at: float) -> int:
+    """``created_at`` (UNIX seconds) in whole milliseconds, as kept in the stamp."""
+    return round(created_at * 1000)
+
+
+def _parse_ranges(raw: bytes) -> tuple[Range, ...]:
+    """The ``ranges`` field (JSON ``[[start, end], ...]``) as a tuple.
+
+    Raises:
+        ValueError: the field is not a list of ``[start, end]`` integer pairs.
+    """
+    data = orjson.loads(raw)
+    out = []
+    for r in data:
+        s, e = r
+        if type(s) is not int or type(e) is not int or e < s:
+            raise ValueError("bad range")
+        out.append((s, e))
+    return tuple(out)
+
+
+def _split(lens_b: bytes, body: bytes) -> list[bytes]:
+    """The blobs of ``body`` framed by the comma-separated lengths ``lens_b`` (the GET
+    script's answer: one bulk string instead of one reply per message, which redis-py's
+    parser would handle one by one)."""
+    out: list[bytes] = []
+    if not lens_b:
+        if body:
+            raise ValueError("unframed bytes")
+        return out
+    off = 0
+    for n in map(int, lens_b.split(b",")):
+        end = off + n
+        out.append(body[off:end])
+        off = end
+    if off != len(body):
+        raise ValueError("frame length")
+    return out
+
+
+def _looks_like_blob(b: Any) -> bool:
+    """Cheap sanity check of a cached message blob: bytes holding a JSON object."""
+    return type(b) is bytes and b[:1] == b"{" and b[-1:] == b"}"
+
+
+class RedisCache:
+    """Shared cache tier on Redis (redis-py asyncio); see the module docs for the key layout.
+
+    Implements :class:`~tenxgraph.storage.base.CacheTier` (``name == "redis"``). The owner
+    scope is part of every check: a ``get`` by another user is a miss.
+
+    Args:
+        url: a Redis URL (``redis://[:password@]host:6379/0``, ``rediss://``, ``unix://``).
+            Ignored when ``client`` is given. Passwords never appear in logs or spans.
+        client: an existing ``redis.asyncio.Redis`` (it must return bytes, i.e.
+            ``decode_responses=False``); the caller keeps ownership and closes it.
+        prefix: prepended to every key; must not contain ``{`` or ``}`` (the hash tag is the
+            thread id). Default ``"tenxgraph:"``.
+        ttl_s: every key of a thread expires this many seconds after its last write
+            (default 86400, one day).
+        timeout_s: a call taking longer than this many seconds (connecting included) is
+            abandoned and counts as a failure (default 0.25).
+        reconnect_backoff_s: after a connection-level failure, calls are misses without
+            touching the network for this many seconds, and a background probe retries every
+            this many seconds until Redis answers (default 1.0). After reconnecting, version
+            stamps are not trusted for ``2 * (reconnect_backoff_s + timeout_s)`` seconds.
+
+    Raises:
+        ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``prefix`` with
+            braces, or a non-positive ``ttl_s`` / ``timeout_s`` / negative backoff.
+
+    Attributes:
+        name: ``"redis"`` (telemetry tier name).
+        shared: ``True``: every instance writes through it, so its hits need no validation.
+    """
+
+    name = "redis"
+    shared = True
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: aioredis.Redis | None = None,
+        prefix: str = "tenxgraph:",
+        ttl_s: int = 86400,
+        timeout_s: float = 0.25,
+        reconnect_backoff_s: float = 1.0,
+    ) -> None:
+        if client is None and not url:
+            raise ConfigError("RedisCache needs url= or client=", context={"key": "url"})
+        if "{" in prefix or "}" in prefix:
+            raise ConfigError(
+                "the Redis key prefix must not contain '{' or '}': the thread id is the hash tag",
+                context={"key": "prefix"},
+            )
+        if ttl_s < 1 or timeout_s <= 0 or reconnect_backoff_s < 0:
+            raise ConfigError(
+                "RedisCache needs ttl_s >= 1, timeout_s > 0 and reconnect_backoff_s >= 0",
+                context={"key": "ttl_s"},
+            )
+        self._owns_client = client is None
+        if client is None:
+            assert url is not None
+            client = aioredis.Redis.from_url(
+                url,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=Retry(NoBackoff(), 0),
+            )
+        self._client: aioredis.Redis = client
+        self.prefix = prefix
+        self.ttl_s = int(ttl_s)
+        self.timeout_s = float(timeout_s)
+        self.reconnect_backoff_s = float(reconnect_backoff_s)
+        kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+        self._where = redact(url) if url else f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+        self._server_attrs: dict[str, Any] = {ATTR.DB_SYSTEM: "redis"}
+        if "host" in kw:
+            self._server_attrs[ATTR.SERVER_ADDRESS] = str(kw["host"])
+        if "port" in kw:
+            self._server_attrs[ATTR.SERVER_PORT] = int(kw["port"])
+        self._get_script = client.register_script(_GET_LUA)
+        self._put_script = client.register_script(_PUT_LUA)
+        self._stamp_script = client.register_script(_SET_STAMP_LUA)
+        self._down_until = 0.0
+        self._down = False
+        self._trusted_at = 0.0
+        self._probe: asyncio.Task[None] | None = None
+        self._dirty: set[str] = set()
+        self._dirty_overflow = False
+        self._closed = False
+        self._stats = {"hits": 0, "misses": 0, "failures": 0, "writes": 0, "garbage": 0}
+
+    # ------------------------------------------------------------------ keys
+
+    def keys(self, thread_id: str) -> tuple[str, str, str]:
+        """The thread's ``(meta, msgs, ver)`` keys; all share the hash tag ``{thread_id}``."""
+        base = f"{self.prefix}{{{thread_id}}}:"
+        return base + "meta", base + "msgs", base + "ver"
+
+    # ------------------------------------------------------------------ CacheTier
+
+    async def get(self, key: ThreadKey) -> StoredCheckpoint | None:
+        """The cached latest checkpoint of ``key`` with its messages, in one round trip.
+
+        Args:
+            key: the thread and the caller's owner scope.
+
+        Returns:
+            The record (``messages`` complete, in list order), or ``None`` on a miss: nothing
+            cached, another owner's entry, Redis down or slow, or unparseable data (whose
+            keys are then deleted). Never raises for a Redis problem.
+        """
+        with self._span(SPAN.CHECKPOINT_READ, key.thread_id, "EVALSHA") as sp:
+            rec = None
+            try:
+                res = await self._call(
+                    self._get_script, self.keys(key.thread_id)[:2], [_owner(key.user_id), _FMT]
+                )
+                rec = self._parse(key, res)
+            except _Unavailable as exc:
+                self._failure(sp, exc, key.thread_id)
+            except _Garbage as exc:
+                self._garbage(sp, key.thread_id, str(exc))
+                await self._delete_quietly(key.thread_id)
+            except (RedisError, ValueError, TypeError, UnicodeError) as exc:
+                self._garbage(sp, key.thread_id, type(exc).__name__)
+            hit = rec is not None
+            self._stats["hits" if hit else "misses"] += 1
+            counter(METRIC.CACHE_HITS if hit else METRIC.CACHE_MISSES).add(
+                1, {ATTR.TIER: self.name}
+            )
+            if sp.is_recording():
+                sp.set_attribute(ATTR.HIT, hit)
+                if rec is not None:
+                    sp.set_attribute(ATTR.VERSION, rec.version)
+                    sp.set_attribute(
+                        ATTR.BYTES, len(rec.values) + sum(map(len, rec.messages or ()))
+                    )
+            return rec
+
+    async def put(
+        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None = None
+    ) -> None:
+        """Cache ``record`` as the thread's latest, atomically, in one round trip.
+
+        Args:
+            record: the checkpoint. With ``record.messages`` set it is complete and replaces
+                an older cached version (a read fill).
+            new_messages: the ``(seq, blob)`` rows this version added (write-through after a
+                CAS write): only they are sent, applied on top of the cached
+                ``record.version - 1``; when Redis holds anything else the thread's data keys
+                are deleted instead. Rows covering the whole record (a thread's first
+                version) make it complete.
+
+        The version stamp is set to ``record.version`` unless Redis already has a newer
+        stamp for the same owner. Never raises for a Redis problem; a write-through that
+        cannot reach Redis marks the thread for deletion once Redis is back.
+        """
+        tid = record.thread_id
+        with self._span(SPAN.CHECKPOINT_WRITE, tid, "EVALSHA") as sp:
+            try:
+                args, nrows = self._put_args(record, new_messages)
+            except (ValueError, TypeError) as exc:  # a malformed record: drop what is cached
+                self._garbage(sp, tid, type(exc).__name__)
+                await self._delete_quietly(tid)
+                return
+            if sp.is_recording():
+                sp.set_attribute(ATTR.VERSION, record.version)
+                sp.set_attribute(ATTR.MESSAGES_WRITTEN, nrows)
+                blobs = (
+                    record.messages
+                    if record.messages is not None
+                    else [blob for _, blob in new_messages or ()]
+                )
+                sp.set_attribute(ATTR.BYTES, len(record.values) + sum(map(len, blobs)))
+            try:
+                await self._call(self._put_script, self.keys(tid), args)
+                self._stats["writes"] += 1
+            except _Unavailable as exc:
+                self._mark_dirty(tid)
+                self._failure(sp, exc, tid)
+            except (RedisError, ValueError, TypeError, UnicodeError) as exc:
+                self._mark_dirty(tid)
+                self._garbage(sp, tid, type(exc).__name__)
+
+    def _put_args(
+        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None
+    ) -> tuple[list[Any], int]:
+        """ARGV of the put script (see ``_PUT_LUA``) and the number of rows it carries."""
+        owner = _owner(record.user_id)
+        seqs: list[int]
+        blobs: list[bytes]
+        if record.messages is not None:
+            mode = "full"
+            seqs, blobs = expand_ranges(record.ranges), record.messages
+            if len(seqs) != len(blobs):
+                raise ValueError("messages do not match ranges")
+        elif new_messages is not None:
+            mode = "inc"
+            seqs = [s for s, _ in new_messages]
+            blobs = [b for _, b in new_messages]
+            if len(seqs) == ranges_len(record.ranges) and set(seqs) == set(
+                expand_ranges(record.ranges)
+            ):
+                mode = "full"  # the rows are the whole record (a thread's first version)
+        else:
+            mode, seqs, blobs = "drop", [], []
+        for b in blobs:
+            if type(b) is not bytes:
+                raise TypeError("message blobs must be bytes")
+        stamp = f"{record.version}:{_ms(record.created_at)}:{owner}"
+        args = [
+            mode,
+            record.version,
+            owner,
+            record.values,
+            orjson.dumps(record.ranges),
+            record.next_seq,
+            record.status,
+            repr(float(record.created_at)),
+            self.ttl_s,
+            stamp,
+            _FMT,
+            ",".join(map(str, seqs)),
+            ",".join([str(len(b)) for b in blobs]),
+            b"".join(blobs),
+        ]
+        return args, len(seqs)
+
+    async def invalidate(self, key: ThreadKey) -> None:
+        """Delete every key of the thread (any owner scope), the stamp included.
+
+        When Redis cannot be reached the thread is remembered and deleted first thing after
+        reconnection. Never raises for a Redis problem.
+        """
+        tid = key.thread_id
+        with self._span(SPAN.CACHE_INVALIDATE, tid, "DEL") as sp:
+            try:
+                await self._call(self._client.delete, *self.keys(tid))
+            except _Unavailable as exc:
+                self._mark_dirty(tid)
+                self._failure(sp, exc, tid)
+            except (RedisError, ValueError, TypeError, UnicodeError) as exc:
+                self._mark_dirty(tid)
+                self._garbage(sp, tid, type(exc).__name__)
+
+    async def aclose(self) -> None:
+        """Close the connection pool when this tier created it; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        probe, self._probe = self._probe, None
+        if probe is not None and not probe.done():
+            probe.cancel()
+            try:
+                if probe.get_loop() is asyncio.get_running_loop():
+                    await asyncio.wait([probe])
+            except RuntimeError:
+                pass
+        if self._owns_client:
+            try:
+                await self._client.aclose()
+            except Exception:  # closing must not fail the caller
+                logger.debug("closing the Redis client failed", exc_info=True)
+
+    # ------------------------------------------------------------------ stamps
+
+    async def read_stamp(self, key: ThreadKey) -> Stamp | None:
+        """The thread's version stamp, in one ``GET``.
+
+        Args:
+            key: the thread and the caller's owner scope.
+
+        Returns:
+            The stamp, or ``None`` when there is none for this owner (never written, expired,
+            invalidated, another owner's, or unparseable): an LRU entry must then not be
+            trusted.
+
+        Raises:
+            TransientStorageError: (``STORAGE_TRANSIENT_001``, ``context["backend"] ==
+                "redis"``) Redis is down, backing off or slower than ``timeout_s``, or the
+                stamps are not trusted yet after an outage (:attr:`stamps_trusted`); the
+                caller should validate against the source of truth instead.
+        """
+        tid = key.thread_id
+        if not self._down and not self._closed and time.monotonic() < self._trusted_at:
+            raise TransientStorageError(
+                "the Redis version stamps are not trusted yet after an outage",
+                context={"backend": "redis"},
+            )
+        with self._span(SPAN.STAMP_READ, tid, "GET") as sp:
+            try:
+                raw = await self._call(self._client.get, self.keys(tid)[2])
+            except _Unavailable as exc:
+                self._failure(sp, exc, tid)
+                raise TransientStorageError(
+                    "the Redis cache is unavailable", context={"backend": "redis"}
+                ) from None
+            except (RedisError, UnicodeError) as exc:
+                self._garbage(sp, tid, type(exc).__name__)
+                return None
+            if raw is None:
+                return None
+            try:
+                version, ms, owner = raw.decode("ascii").split(":", 2)
+                if owner != _owner(key.user_id):
+                    return None
+                return Stamp(int(version), int(ms) if ms else None)
+            except (ValueError, UnicodeError, AttributeError):
+                self._garbage(sp, tid, "stamp")
+                return None
+
+    async def version_stamp(self, key: ThreadKey) -> int | None:
+        """The stamped version of ``key`` (one ``GET``), or ``None`` when missing, not this
+        owner's, unparseable, or when Redis is unavailable. Never raises."""
+        try:
+            st = await self.read_stamp(key)
+        except TransientStorageError:
+            return None
+        return None if st is None else st.version
+
+    async def set_stamp(
+        self, key: ThreadKey, version: int, *, created_at: float | None = None
+    ) -> None:
+        """Set the thread's version stamp to ``version`` (one round trip), unless Redis holds a
+        newer stamp for the same owner. ``created_at`` (UNIX seconds) makes the stamp tell
+        apart a version number reused after the thread was deleted. Never raises."""
+        tid = key.thread_id
+        owner = _owner(key.user_id)
+        ms = "" if created_at is None else str(_ms(created_at))
+        with self._span(SPAN.STAMP_WRITE, tid, "EVALSHA") as sp:
+            try:
+                await self._call(
+                    self._stamp_script,
+                    [self.keys(tid)[2]],
+                    [version, owner, f"{version}:{ms}:{owner}", self.ttl_s],
+                )
+            except _Unavailable as exc:
+                self._mark_dirty(tid)
+                self._failure(sp, exc, tid)
+            except (RedisError, ValueError, TypeError) as exc:
+                self._garbage(sp, tid, type(exc).__name__)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def available(self) -> bool:
+        """``False`` while the tier is backing off after a connection-level failure."""
+        return time.monotonic() >= self._down_until
+
+    @property
+    def stamps_trusted(self) -> bool:
+        """Whether version stamps can validate other tiers now: ``False`` while Redis is
+        failing and for ``2 * (reconnect_backoff_s + timeout_s)`` seconds after it came back
+        (other instances may not have reconnected and flushed their lost writes yet)."""
+        return not self._down and not self._closed and time.monotonic() >= self._trusted_at
+
+    def stats(self) -> dict[str, int]:
+        """Counters since creation: ``hits``, ``misses``, ``writes`` (write-throughs and fills
+        that reached Redis), ``failures`` (calls that were down, timed out or lost the
+        connection), ``garbage`` (unparseable answers), and ``dirty`` (threads waiting for
+        deletion after an outage)."""
+        return {**self._stats, "dirty": len(self._dirty)}
+
+    # ------------------------------------------------------------------ internals
+
+    def _span(self, name: str, thread_id: str, op: str) -> Any:
+        """A CLIENT span; non-recording and nearly free without an SDK (no attribute dict is
+        built then, see :func:`tenxgraph.telemetry.span`)."""
+        if not enabled():
+            return span(name, SpanKind.CLIENT)
+        attrs = {
+            **self._server_attrs,
+            ATTR.DB_OPERATION: op,
+            ATTR.TIER: self.name,
+            ATTR.THREAD_ID: thread_id,
+        }
+        return span(name, SpanKind.CLIENT, attrs)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        """Run one Redis call under ``timeout_s``; raise :class:`_Unavailable` when the tier is
+        backing off or the call failed at the connection level (and start backing off)."""
+        if self._closed:
+            raise _Unavailable("closed")
+        if time.monotonic() < self._down_until:
+            raise _Unavailable("backing off")
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                if self._dirty or self._dirty_overflow:
+                    await self._flush_dirty()
+                result = await fn(*args)
+        except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
+            self._mark_down(exc)
+            raise _Unavailable(type(exc).__name__) from exc
+        if self._down:
+            self._mark_up()
+        return result
+
+    async def _flush_dirty(self) -> None:
+        """Delete the keys of threads whose writes or invalidations were lost in an outage."""
+        if self._dirty_overflow:
+            logger.warning(
+                "Redis cache at %s: more than %d threads changed during the outage; some "
+                "may be served stale until their next write, TTL or conflict",
+                self._where,
+                _MAX_DIRTY,
+            )
+            self._dirty_overflow = False
+        if not self._dirty:
+            return
+        tids = list(self._dirty)
+        async with self._client.pipeline(transaction=False) as pipe:
+            for tid in tids:
+                pipe.delete(*self.keys(tid))
+            await pipe.execute()
+        self._dirty.difference_update(tids)
+
+    def _mark_dirty(self, thread_id: str) -> None:
+        """Remember that the keys of ``thread_id`` must be deleted once Redis answers again
+        (bounded; beyond :data:`_MAX_DIRTY` threads only a warning is possible)."""
+        if len(self._dirty) < _MAX_DIRTY:
+            self._dirty.add(thread_id)
+        else:
+            self._dirty_overflow = True
+
+    def _mark_down(self, exc: BaseException) -> None:
+        """Back off for ``reconnect_backoff_s`` after a connection-level failure; warn once per
+        outage and start the reconnection probe."""
+        self._down_until = time.monotonic() + self.reconnect_backoff_s
+        if not self._down:
+            self._down = True
+            logger.warning(
+                "Redis cache at %s unavailable (%s); reading and writing without it, "
+                "retrying every %.2f s",
+                self._where,
+                type(exc).__name__,
+                self.reconnect_backoff_s,
+            )
+        self._start_probe()
+
+    def _mark_up(self) -> None:
+        """Redis answers again: stop backing off, distrust stamps for the grace window."""
+        self._down = False
+        self._trusted_at = time.monotonic() + 2 * (self.reconnect_backoff_s + self.timeout_s)
+        logger.info("Redis cache at %s is reachable again", self._where)
+
+    def _start_probe(self) -> None:
+        """Start the background reconnection probe unless it runs already."""
+        if self._closed or (self._probe is not None and not self._probe.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._probe = loop.create_task(self._probe_loop(), name="tenxgraph-redis-probe")
+
+    async def _probe_loop(self) -> None:
+        """While down: every ``reconnect_backoff_s``, flush lost threads and ``PING``; on
+        success the tier is up again (so it reconnects even when no call comes)."""
+        while self._down and not self._closed:
+            await asyncio.sleep(max(self._down_until - time.monotonic(), 0.005))
+            if not self._down or self._closed:
+                return
+            if time.monotonic() < self._down_until:
+                continue
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    await self._flush_dirty()
+                    await self._client.ping()
+            except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
+                self._mark_down(exc)
+                continue
+            except RedisError:
+                self._down_until = time.monotonic() + self.reconnect_backoff_s
+                continue
+            if self._down:
+                self._mark_up()
+
+    def _failure(self, sp: Any, exc: BaseException, thread_id: str) -> None:
+        """Count an unavailable-Redis call and add a cache-failure event to ``sp``."""
+        self._stats["failures"] += 1
+        if sp.is_recording():
+            attrs = {ATTR.TIER: self.name, ATTR.ERROR_TYPE: str(exc) or type(exc).__name__}
+            sp.add_event(EVENT.CACHE_FAILURE, attrs)
+
+    def _garbage(self, sp: Any, thread_id: str, what: str) -> None:
+        """Count, log (warning) and record as a span event data that does not parse."""
+        self._stats["garbage"] += 1
+        logger.warning(
+            "Redis cache at %s holds unusable data for thread %r (%s); treated as a miss",
+            self._where,
+            thread_id,
+            what,
+        )
+        if sp.is_recording():
+            sp.add_event(EVENT.CACHE_FAILURE, {ATTR.TIER: self.name, ATTR.ERROR_TYPE: "garbage"})
+
+    async def _delete_quietly(self, thread_id: str) -> None:
+        """Delete the thread's keys; when that fails too, owe it (dirty) for later."""
+        try:
+            await self._call(self._client.delete, *self.keys(thread_id))
+        except (_Unavailable, RedisError):
+            self._mark_dirty(thread_id)
+
+    def _parse(self, key: ThreadKey, res: Any) -> StoredCheckpoint | None:
+        """Turn the GET script's answer into a record; raise :class:`_Garbage` when it does
+        not parse (the script returns ``0`` after deleting structurally broken keys)."""
+        if res is None:
+            return None
+        if not isinstance(res, list) or len(res) != 8:
+            raise _Garbage("layout")
+        version_b, values, ranges_b, next_seq_b, status_b, created_b, lens_b, body = res
+        try:
+            version = int(version_b)
+            ranges = _parse_ranges(ranges_b)
+            next_seq = int(next_seq_b)
+            status = status_b.decode("utf-8")
+            created_at = float(created_b)
+            messages = _split(lens_b, body)
+        except (ValueError, TypeError, UnicodeError, orjson.JSONDecodeError) as exc:
+            raise _Garbage(type(exc).__name__) from None
+        if version < 1 or len(messages) != ranges_len(ranges):
+            raise _Garbage("ranges")
+        if type(values) is not bytes or not values.startswith(b"{"):
+            raise _Garbage("values")
+        try:
+            if type(orjson.loads(values)) is not dict:
+                raise _Garbage("values")
+        except orjson.JSONDecodeError:
+            raise _Garbage("values") from None
+        for b in messages:
+            if not _looks_like_blob(b):
+                raise _Garbage("message")
+        return StoredCheckpoint(
+            thread_id=key.thread_id,
+            user_id=key.user_id,
+            version=version,
+            values=values,
+            ranges=ranges,
+            messages=messages,
+            next_seq=next_seq,
+            status=status,
+            created_at=created_at,
+        )

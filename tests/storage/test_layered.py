@@ -1,0 +1,792 @@
+"""``LayeredStore`` (LRU -> Redis -> source of truth) against real Redis and real sources.
+
+Every test runs over each source of truth: ``MemoryStore``, ``SqliteStore`` (a file) and
+``PostgresStore`` (its own schema). Several ``LayeredStore`` objects over one source play
+several application instances; multi-process tests use ``multiprocessing`` (spawn). Round
+trips are counted with a counting ``StoreTier`` wrapper and a redis-py client subclass that
+records the commands it sends: both talk to the real servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import shutil
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import orjson
+import pytest
+import redis
+import redis.asyncio as aioredis
+from opentelemetry import trace
+
+from tenxgraph.core.exceptions import StaleStateError, StorageError
+from tenxgraph.storage.base import (
+    CheckpointWrite,
+    LedgerEntry,
+    StoredCheckpoint,
+    StoreTier,
+    ThreadKey,
+)
+from tenxgraph.storage.layered import LayeredStore
+from tenxgraph.storage.lru import LRUCache
+from tenxgraph.storage.redis import RedisCache
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+KEY = ThreadKey("thread-1", "alice")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def blob(text: str) -> bytes:
+    return orjson.dumps({"message_id": text, "role": "user", "text": text})
+
+
+def texts_of(rec: StoredCheckpoint | None) -> list[str]:
+    if rec is None:
+        return []
+    assert rec.messages is not None
+    return [orjson.loads(b)["text"] for b in rec.messages]
+
+
+def next_write(rec: StoredCheckpoint | None, key: ThreadKey, texts: list[str]) -> CheckpointWrite:
+    """The facade's append-only write of ``texts`` on top of ``rec`` (no I/O)."""
+    ver = rec.version if rec else 0
+    nxt = rec.next_seq if rec else 1
+    ranges = list(rec.ranges) if rec else []
+    end = nxt + len(texts)
+    if ranges and ranges[-1][1] == nxt:
+        ranges[-1] = (ranges[-1][0], end)
+    elif texts:
+        ranges.append((nxt, end))
+    return CheckpointWrite(
+        thread_id=key.thread_id,
+        user_id=key.user_id,
+        expected_version=ver,
+        values=orjson.dumps({"turns": ver + 1}),
+        new_messages=[(nxt + i, blob(t)) for i, t in enumerate(texts)],
+        ranges=tuple(ranges),
+        next_seq=end,
+        status="running",
+        history_limit=None,
+        created_at=time.time(),
+    )
+
+
+async def turn(store: StoreTier, key: ThreadKey, text: str) -> StoredCheckpoint:
+    rec = await store.read(key)
+    return await store.write(next_write(rec, key, [text]))
+
+
+class CountingStore:
+    """A real ``StoreTier`` that forwards to another and counts the calls it forwards."""
+
+    def __init__(self, inner: StoreTier) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return await attr(*args, **kwargs)
+
+        return counted
+
+
+class CountingRedis(aioredis.Redis):
+    """A real redis-py asyncio client that records every command it sends."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[str] = []
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands.append(str(args[0]).upper())
+        return await super().execute_command(*args, **options)
+
+
+class BrokenCache:
+    """A cache tier whose every call raises (a bug in a third-party tier)."""
+
+    name = "broken"
+    shared = False
+
+    async def get(self, key: ThreadKey) -> StoredCheckpoint | None:
+        raise RuntimeError("boom")
+
+    async def put(self, record: StoredCheckpoint, new_messages: Any = None) -> None:
+        raise RuntimeError("boom")
+
+    async def invalidate(self, key: ThreadKey) -> None:
+        raise RuntimeError("boom")
+
+    async def aclose(self) -> None:
+        raise RuntimeError("boom")
+
+
+@dataclass
+class Backend:
+    """A source of truth under test; ``new()`` opens another store object over the same
+    data (another application instance)."""
+
+    kind: str
+    new: Callable[[], StoreTier]
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("memory"),
+        pytest.param("sqlite"),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+async def backend(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[Backend]:
+    kind = request.param
+    opened: list[StoreTier] = []
+    spec: dict[str, Any] = {"kind": kind}
+    if kind == "memory":
+        from tenxgraph.storage.memory import MemoryStore
+
+        shared = MemoryStore()
+
+        def new() -> StoreTier:
+            return shared
+
+    elif kind == "sqlite":
+        from tenxgraph.storage.sqlite import SqliteStore
+
+        spec["path"] = str(tmp_path / "store.db")
+
+        def new() -> StoreTier:
+            s = SqliteStore(spec["path"])
+            opened.append(s)
+            return s
+
+    else:
+        postgres = pytest.importorskip("tenxgraph.storage.postgres")
+        spec["dsn"] = request.getfixturevalue("pg_dsn")
+        spec["schema"] = request.getfixturevalue("pg_schema")
+
+        def new() -> StoreTier:
+            s = postgres.PostgresStore(spec["dsn"], schema=spec["schema"])
+            opened.append(s)
+            return s
+
+    await new().asetup()
+    try:
+        yield Backend(kind, new, spec)
+    finally:
+        for s in opened:
+            await s.aclose()
+
+
+@pytest.fixture
+async def make_stack(
+    backend: Backend, redis_url: str, redis_prefix: str
+) -> AsyncIterator[Callable[..., LayeredStore]]:
+    """Build ``LayeredStore(LRU -> Redis -> source)`` instances; their caches are closed after
+    the test (the sources by the ``backend`` fixture)."""
+    made: list[LayeredStore] = []
+
+    def make(
+        *,
+        redis_cache: RedisCache | None = None,
+        lru: bool = True,
+        redis_on: bool = True,
+        source: StoreTier | None = None,
+        validate: bool = True,
+    ) -> LayeredStore:
+        caches: list[Any] = [LRUCache()] if lru else []
+        if redis_on:
+            caches.append(redis_cache or RedisCache(redis_url, prefix=redis_prefix))
+        st = LayeredStore(source or backend.new(), caches, validate=validate)
+        made.append(st)
+        return st
+
+    yield make
+    for st in made:
+        for c in st.caches:
+            await c.aclose()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DedicatedRedis:
+    """A ``redis-server`` of this test's own, which the test may stop, restart or pause."""
+
+    def __init__(self, tmp: str) -> None:
+        self.port = _free_port()
+        self.tmp = tmp
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        subprocess.run(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "yes",
+                "--dir",
+                self.tmp,
+                "--pidfile",
+                f"{self.tmp}/redis-{self.port}.pid",
+                "--logfile",
+                f"{self.tmp}/redis-{self.port}.log",
+            ],
+            check=True,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with redis.Redis(port=self.port, socket_timeout=0.5) as c:
+                    if c.ping():
+                        return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
+            capture_output=True,
+            check=False,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    time.sleep(0.02)
+            except OSError:
+                return
+
+    def pause(self, ms: int) -> None:
+        with redis.Redis(port=self.port) as c:
+            c.execute_command("CLIENT", "PAUSE", ms, "ALL")
+
+
+@pytest.fixture
+def dedicated(tmp_path) -> Iterator[DedicatedRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    srv = DedicatedRedis(str(tmp_path))
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def span_exporter():
+    """Finished spans of this test (installs an SDK tracer provider once per process)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
+
+
+def redis_of(store: LayeredStore) -> RedisCache:
+    return next(c for c in store.caches if isinstance(c, RedisCache))
+
+
+def lru_of(store: LayeredStore) -> LRUCache:
+    return next(c for c in store.caches if isinstance(c, LRUCache))
+
+
+# --------------------------------------------------------------------------- read path
+
+
+async def test_read_fills_tiers_and_a_warm_read_is_one_get(
+    backend: Backend, make_stack, redis_url, redis_prefix
+) -> None:
+    source = backend.new()
+    for i in range(3):  # written straight to the source: every cache is cold
+        await source.write(next_write(await source.read(KEY), KEY, [f"m{i}"]))
+    counting = CountingStore(backend.new())
+    client = CountingRedis.from_url(redis_url)
+    try:
+        store = make_stack(
+            source=counting, redis_cache=RedisCache(client=client, prefix=redis_prefix)
+        )
+        rec = await store.read(KEY)
+        assert rec.version == 3 and texts_of(rec) == ["m0", "m1", "m2"]
+        assert counting.calls == {"read": 1}
+        assert (await lru_of(store).get(KEY)).version == 3  # filled on the way back
+        assert (await redis_of(store).get(KEY)).version == 3
+
+        counting.calls.clear()
+        client.commands.clear()
+        warm = await store.read(KEY)
+        assert texts_of(warm) == ["m0", "m1", "m2"] and warm.version == 3
+        assert counting.calls == {}  # no source round trip
+        assert client.commands == ["GET"]  # the version stamp, nothing else
+
+        # a second instance with a cold LRU is served by Redis: one EVALSHA, no source call
+        other = make_stack(
+            source=counting, redis_cache=RedisCache(client=client, prefix=redis_prefix)
+        )
+        client.commands.clear()
+        assert (await other.read(KEY)).version == 3
+        assert counting.calls == {} and client.commands == ["EVALSHA"]
+    finally:
+        await client.aclose()
+
+
+async def test_warm_read_without_redis_checks_the_source_version(
+    backend: Backend, make_stack
+) -> None:
+    counting = CountingStore(backend.new())
+    store = make_stack(source=counting, redis_on=False)
+    await turn(store, KEY, "a")
+    counting.calls.clear()
+    assert texts_of(await store.read(KEY)) == ["a"]
+    assert counting.calls == {"current_version": 1}  # cheap validation, no read
+    trusting = make_stack(source=counting, redis_on=False, validate=False)
+    await trusting.read(KEY)
+    counting.calls.clear()
+    assert texts_of(await trusting.read(KEY)) == ["a"]
+    assert counting.calls == {}
+
+
+async def test_versions_and_history_go_to_the_source(backend: Backend, make_stack) -> None:
+    counting = CountingStore(backend.new())
+    store = make_stack(source=counting)
+    for t in "abc":
+        await turn(store, KEY, t)
+    counting.calls.clear()
+    assert texts_of(await store.read(KEY, version=2)) == ["a", "b"]
+    assert [r.version for r in await store.history(KEY)] == [3, 2, 1]
+    assert await store.current_version(KEY) == 3
+    assert counting.calls == {"read": 1, "history": 1, "current_version": 1}
+    meta = await store.read(KEY, with_messages=False)
+    assert meta.version == 3
+
+
+async def test_other_owner_reads_nothing_through_the_caches(backend: Backend, make_stack) -> None:
+    store = make_stack()
+    await turn(store, KEY, "secret")
+    assert await store.read(KEY) is not None
+    mallory = ThreadKey(KEY.thread_id, "mallory")
+    assert await store.read(mallory) is None
+    assert await lru_of(store).get(mallory) is None and await redis_of(store).get(mallory) is None
+
+
+# --------------------------------------------------------------------------- write path
+
+
+async def test_write_through_is_incremental(
+    backend: Backend, make_stack, redis_url, redis_prefix
+) -> None:
+    client = CountingRedis.from_url(redis_url)
+    try:
+        store = make_stack(redis_cache=RedisCache(client=client, prefix=redis_prefix))
+        for i in range(5):
+            await turn(store, KEY, f"m{i}")
+        client.commands.clear()
+        rec = await turn(store, KEY, "m5")
+        # read: one GET (stamp); write-through: one EVALSHA carrying one message
+        assert client.commands == ["GET", "EVALSHA"]
+        assert (await lru_of(store).get(KEY)).version == rec.version == 6
+        cached = await redis_of(store).get(KEY)
+        assert cached.version == 6 and texts_of(cached) == [f"m{i}" for i in range(6)]
+    finally:
+        await client.aclose()
+
+
+async def test_attach_decoded(backend: Backend, make_stack) -> None:
+    a, b = make_stack(), make_stack()
+    rec = await turn(a, KEY, "x")
+    objs = ["decoded-x"]
+    assert await a.attach_decoded(KEY, rec.version, (objs, 1))
+    warm = await a.read(KEY)
+    assert warm.decoded == (objs, 1) and texts_of(warm) == ["x"]
+    await turn(b, KEY, "y")  # another instance moves the thread on
+    fresh = await a.read(KEY)
+    assert fresh.version == 2 and fresh.decoded is None and texts_of(fresh) == ["x", "y"]
+
+
+async def test_conflict_invalidates_every_tier(
+    backend: Backend, make_stack, redis_url, redis_prefix, span_exporter
+) -> None:
+    a, b = make_stack(), make_stack()
+    await turn(a, KEY, "one")
+    ra, rb = await a.read(KEY), await b.read(KEY)
+    await a.write(next_write(ra, KEY, ["two-a"]))
+    with trace.get_tracer("test").start_as_current_span("test-write"):
+        with pytest.raises(StaleStateError) as ei:
+            await b.write(next_write(rb, KEY, ["two-b"]))
+    assert ei.value.error_code == "STORAGE_CONFLICT_000"
+    assert ei.value.context["current_version"] == 2
+    assert await lru_of(b).get(KEY) is None
+    with redis.Redis.from_url(redis_url) as raw:
+        assert raw.keys(redis_prefix + "*") == []  # data and stamp dropped
+    [parent] = [s for s in span_exporter.get_finished_spans() if s.name == "test-write"]
+    assert "tenxgraph.cache.invalidated" in [e.name for e in parent.events]
+    # recovery: call again; the next read sees the winner's state
+    rec = await turn(b, KEY, "two-b")
+    assert rec.version == 3 and texts_of(await a.read(KEY)) == ["one", "two-a", "two-b"]
+
+
+async def test_forbidden_write_invalidates_and_raises(backend: Backend, make_stack) -> None:
+    store = make_stack()
+    await turn(store, KEY, "mine")
+    mallory = ThreadKey(KEY.thread_id, "mallory")
+    with pytest.raises(StorageError) as ei:
+        await store.write(next_write(None, mallory, ["hers"]))
+    assert ei.value.error_code == "STORAGE_FORBIDDEN_001"
+    assert await lru_of(store).get(KEY) is None
+    assert texts_of(await store.read(KEY)) == ["mine"]
+
+
+async def test_delete_then_recreate_never_serves_the_old_thread(
+    backend: Backend, make_stack
+) -> None:
+    a, b = make_stack(), make_stack()
+    for t in ("old-1", "old-2"):
+        await turn(a, KEY, t)
+    assert texts_of(await a.read(KEY)) == ["old-1", "old-2"]  # a's LRU holds version 2
+    assert await b.delete_thread(KEY) is True
+    # the same owner re-creates the thread up to the same version number
+    await turn(b, KEY, "new-1")
+    await asyncio.sleep(0.002)
+    await turn(b, KEY, "new-2")
+    rec = await a.read(KEY)
+    assert rec.version == 2 and texts_of(rec) == ["new-1", "new-2"]
+    # and another owner re-creating it sees nothing of the old one
+    assert await b.delete_thread(KEY) is True
+    bob = ThreadKey(KEY.thread_id, "bob")
+    await turn(b, bob, "bob-1")
+    assert await a.read(KEY) is None
+    assert texts_of(await a.read(bob)) == ["bob-1"]
+
+
+async def test_delegates_everything_else(backend: Backend, make_stack) -> None:
+    store = make_stack()
+    await turn(store, KEY, "a")
+    entry = LedgerEntry("ck", "call-1", "tool", b'{"r":1}', 1.0)
+    assert await store.ledger_put(KEY, entry) == entry
+    assert await store.ledger_get(KEY, "ck") == entry
+    assert await store.ledger_count(KEY) == 1
+    await store.set_stop(KEY, True)
+    assert await store.get_stop(KEY) is True
+    await store.set_thread_metadata(KEY, {"title": "t"})
+    [info] = await store.list_threads("alice")
+    assert info.thread_id == KEY.thread_id and info.metadata == {"title": "t"}
+    assert isinstance(store, StoreTier) and store.name == "layered"
+    assert "lru -> redis" in repr(store)
+
+
+async def test_a_failing_cache_tier_never_fails_reads_or_writes(backend: Backend, caplog) -> None:
+    store = LayeredStore(backend.new(), [BrokenCache(), LRUCache()])
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.storage"):
+        for t in "abc":
+            await turn(store, KEY, t)
+        assert texts_of(await store.read(KEY)) == ["a", "b", "c"]
+        a2 = LayeredStore(backend.new(), [BrokenCache()])
+        with pytest.raises(StaleStateError):
+            await a2.write(next_write(None, KEY, ["x"]))
+    assert any("'broken' failed" in r.getMessage() for r in caplog.records)
+    assert store.stats()["cache_failures"] > 0
+
+
+# --------------------------------------------------------------------------- many instances
+
+
+async def test_two_instances_taking_turns_never_conflict(backend: Backend, make_stack) -> None:
+    for with_redis in (True, False):
+        key = ThreadKey(f"alt-{with_redis}", "alice")
+        a, b = make_stack(redis_on=with_redis), make_stack(redis_on=with_redis)
+        texts: list[str] = []
+        for i in range(30):
+            st = (a, b)[i % 2]
+            rec = await st.read(key)
+            assert texts_of(rec) == texts and (rec.version if rec else 0) == i
+            await st.write(next_write(rec, key, [f"t{i}"]))
+            texts.append(f"t{i}")
+        assert a.stats()["stale"] > 0  # each instance's LRU went stale and was not used
+
+
+async def test_concurrent_writers_lose_no_update(backend: Backend, make_stack) -> None:
+    writers, each = 4, 12
+    stores = [make_stack() for _ in range(writers)]
+    conflicts = Counter()
+
+    async def writer(n: int) -> None:
+        done = 0
+        while done < each:
+            rec = await stores[n].read(KEY)
+            try:
+                await stores[n].write(next_write(rec, KEY, [f"w{n}-{done}"]))
+                done += 1
+            except StaleStateError:
+                conflicts[n] += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        for n in range(writers):
+            tg.start_soon(writer, n)
+    final = await backend.new().read(KEY)
+    got = texts_of(final)
+    assert final.version == writers * each
+    assert sorted(got) == sorted(f"w{n}-{i}" for n in range(writers) for i in range(each))
+    for n in range(writers):  # each writer's messages in its own order
+        mine = [t for t in got if t.startswith(f"w{n}-")]
+        assert mine == [f"w{n}-{i}" for i in range(each)]
+    hist = await backend.new().history(KEY)
+    assert [h.version for h in hist] == list(range(writers * each, 0, -1))
+    for h in hist:  # every version is a prefix of the final list: nothing lost, nothing rewritten
+        assert texts_of(h) == got[: h.version]
+    # a fresh instance reads exactly the final state through the caches
+    assert texts_of(await make_stack().read(KEY)) == got
+
+
+def _alternate_worker(
+    role: int,
+    spec: dict[str, Any],
+    redis_url: str,
+    prefix: str,
+    turns: int,
+    mine: Any,
+    theirs: Any,
+    results: Any,
+) -> None:
+    """Child process: take every other turn on one thread through LRU + Redis + source."""
+    asyncio.run(_alternate(role, spec, redis_url, prefix, turns, mine, theirs, results))
+
+
+async def _alternate(role, spec, redis_url, prefix, turns, mine, theirs, results) -> None:
+    if spec["kind"] == "sqlite":
+        from tenxgraph.storage.sqlite import SqliteStore
+
+        source = SqliteStore(spec["path"])
+    else:
+        from tenxgraph.storage.postgres import PostgresStore
+
+        source = PostgresStore(spec["dsn"], schema=spec["schema"])
+    store = LayeredStore(source, [LRUCache(), RedisCache(redis_url, prefix=prefix)])
+    key = ThreadKey("two-procs", "alice")
+    errors: list[str] = []
+    stale = 0
+    try:
+        for k in range(turns):
+            await anyio.to_thread.run_sync(mine.get, True, 120)
+            expected = 2 * k + role
+            try:
+                rec = await store.read(key)
+                got = rec.version if rec else 0
+                if got != expected or len(rec.messages if rec else []) != expected:
+                    errors.append(f"turn {expected}: read version {got}")
+                await store.write(next_write(rec, key, [f"{'AB'[role]}-{expected + 1}"]))
+            except StaleStateError as exc:
+                stale += 1
+                errors.append(f"turn {expected}: {exc}")
+            except Exception as exc:
+                errors.append(f"turn {expected}: {exc!r}")
+            finally:
+                theirs.put(expected + 1)
+    finally:
+        results.put((role, stale, errors, store.stats()))
+        await store.aclose()
+
+
+@pytest.mark.slow
+async def test_two_processes_alternating_200_writes(
+    backend: Backend, redis_url: str, redis_prefix: str
+) -> None:
+    if backend.kind == "memory":
+        pytest.skip("an in-memory source cannot be shared between processes")
+    ctx = multiprocessing.get_context("spawn")
+    qa, qb, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_alternate_worker,
+            args=(0, backend.spec, redis_url, redis_prefix, 100, qa, qb, results),
+        ),
+        ctx.Process(
+            target=_alternate_worker,
+            args=(1, backend.spec, redis_url, redis_prefix, 100, qb, qa, results),
+        ),
+    ]
+    for p in procs:
+        p.start()
+    qa.put(0)  # process A takes the first turn
+    try:
+        outcome = [await anyio.to_thread.run_sync(results.get, True, 240) for _ in procs]
+    finally:
+        for p in procs:
+            await anyio.to_thread.run_sync(p.join, 30)
+            if p.is_alive():
+                p.kill()
+    for role, stale, errors, stats in outcome:
+        assert stale == 0 and errors == [], (role, errors[:5])
+        assert stats["redis"]["hits"] >= 90  # the other instance's write, served by Redis
+        assert stats["source_reads"] <= 2
+    key = ThreadKey("two-procs", "alice")
+    expected = [f"{'AB'[i % 2]}-{i + 1}" for i in range(200)]
+    src = backend.new()
+    hist = await src.history(key)
+    assert [h.version for h in hist] == list(range(200, 0, -1))
+    for h in hist:
+        assert texts_of(h) == expected[: h.version]
+        assert orjson.loads(h.values) == {"turns": h.version}
+
+
+# --------------------------------------------------------------------------- Redis trouble
+
+
+async def _alternating_turns(
+    stores: list[LayeredStore], key: ThreadKey, texts: list[str], n: int
+) -> None:
+    """``n`` turns alternating between ``stores``; every read must be exactly the truth."""
+    for _ in range(n):
+        st = stores[len(texts) % len(stores)]
+        rec = await st.read(key)
+        assert texts_of(rec) == texts and (rec.version if rec else 0) == len(texts)
+        text = f"t{len(texts)}"
+        await st.write(next_write(rec, key, [text]))
+        texts.append(text)
+
+
+def _redis_hits(stores: list[LayeredStore]) -> int:
+    return sum(redis_of(s).stats()["hits"] for s in stores)
+
+
+async def test_redis_stopped_mid_run_then_back(
+    backend: Backend, make_stack, dedicated: DedicatedRedis, caplog
+) -> None:
+    def cache() -> RedisCache:
+        return RedisCache(dedicated.url, prefix="it:", timeout_s=0.25, reconnect_backoff_s=0.2)
+
+    stores = [make_stack(redis_cache=cache()), make_stack(redis_cache=cache())]
+    texts: list[str] = []
+    await _alternating_turns(stores, KEY, texts, 10)
+    before = _redis_hits(stores)
+    assert before >= 8
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+        await anyio.to_thread.run_sync(dedicated.stop)
+        await _alternating_turns(stores, KEY, texts, 10)  # every turn succeeds without Redis
+    assert any("unavailable" in r.getMessage() for r in caplog.records)
+    assert _redis_hits(stores) == before
+    await anyio.to_thread.run_sync(dedicated.start)
+    await anyio.sleep(0.3)  # past the backoff
+    await _alternating_turns(stores, KEY, texts, 10)
+    assert _redis_hits(stores) >= before + 8  # the cache is used again
+    assert texts_of(await backend.new().read(KEY)) == texts
+
+
+async def test_redis_paused_mid_run(
+    backend: Backend, make_stack, dedicated: DedicatedRedis
+) -> None:
+    def cache() -> RedisCache:
+        return RedisCache(dedicated.url, prefix="it:", timeout_s=0.2, reconnect_backoff_s=0.1)
+
+    stores = [make_stack(redis_cache=cache()), make_stack(redis_cache=cache())]
+    texts: list[str] = []
+    await _alternating_turns(stores, KEY, texts, 6)
+    dedicated.pause(900)  # Redis keeps its data but answers nothing for 0.9 s
+    t0 = time.monotonic()
+    await _alternating_turns(stores, KEY, texts, 6)
+    while time.monotonic() - t0 < 1.0:
+        await _alternating_turns(stores, KEY, texts, 1)
+    await anyio.sleep(0.2)
+    before = _redis_hits(stores)
+    await _alternating_turns(stores, KEY, texts, 10)  # Redis back: no stale data served
+    assert _redis_hits(stores) >= before + 8
+    assert texts_of(await backend.new().read(KEY)) == texts
+
+
+async def test_after_an_outage_hits_are_checked_against_the_source(
+    backend: Backend, make_stack, dedicated: DedicatedRedis
+) -> None:
+    """Another instance's write-through lost in an outage leaves Redis (stamp and data) one
+    version behind; while the stamps are not trusted yet, hits are checked against the
+    source, so the stale copy is not served."""
+    cache = RedisCache(dedicated.url, prefix="it:", timeout_s=0.2, reconnect_backoff_s=0.1)
+    a = make_stack(redis_cache=cache)
+    await turn(a, KEY, "one")  # LRU, Redis data and stamp: version 1
+    dedicated.pause(500)
+    assert texts_of(await a.read(KEY)) == ["one"]  # times out: validated by the source
+    other = backend.new()  # an instance whose write-through never reached Redis
+    await other.write(next_write(await other.read(KEY), KEY, ["two"]))
+    for _ in range(250):  # the probe reconnects after the pause
+        if cache.available and not cache._down:
+            break
+        await anyio.sleep(0.02)
+    assert cache.available and not cache._down and not cache.stamps_trusted
+    with redis.Redis(port=dedicated.port) as raw:  # Redis still says version 1
+        assert raw.get("it:{thread-1}:ver").startswith(b"1:")
+    rec = await a.read(KEY)
+    assert rec.version == 2 and texts_of(rec) == ["one", "two"]
+    assert a.stats()["source_checks"] >= 1
+
+
+async def test_garbage_in_redis_returns_correct_data(
+    backend: Backend, make_stack, redis_url, redis_prefix, caplog
+) -> None:
+    writer = make_stack()
+    for t in "abc":
+        await turn(writer, KEY, t)
+    tid = KEY.thread_id
+    meta, msgs, ver = (f"{redis_prefix}{{{tid}}}:{s}" for s in ("meta", "msgs", "ver"))
+    corruptions = [
+        lambda r: r.set(meta, b"\x00garbage"),
+        lambda r: r.hset(msgs, "2", b"not json"),
+        lambda r: r.hset(meta, "ranges", b"{]"),
+        lambda r: (r.delete(msgs), r.set(msgs, b"x")),
+    ]
+    with (
+        redis.Redis.from_url(redis_url) as raw,
+        caplog.at_level(logging.WARNING, logger="tenxgraph.redis"),
+    ):
+        for corrupt in corruptions:
+            await writer.read(KEY)  # make sure Redis holds a good copy first
+            await make_stack().read(KEY)
+            corrupt(raw)
+            cold = make_stack()  # empty LRU: goes to Redis, finds garbage, falls through
+            rec = await cold.read(KEY)
+            assert texts_of(rec) == ["a", "b", "c"] and rec.version == 3
+            assert redis_of(cold).stats()["garbage"] == 1
+        # a garbage stamp: the warm LRU entry is not trusted, the data is still right
+        raw.set(ver, b"\xff\xfe")
+        assert texts_of(await writer.read(KEY)) == ["a", "b", "c"]
+    assert sum("unusable data" in r.getMessage() for r in caplog.records) >= 4
+    # and everything keeps working afterwards
+    await turn(writer, KEY, "d")
+    assert texts_of(await make_stack().read(KEY)) == ["a", "b", "c", "d"]

@@ -1,0 +1,538 @@
+"""The Redis cache tier (``tenxgraph.storage.redis.RedisCache``) against a real Redis server.
+
+Most tests use the shared test server (``redis_url``) with a key prefix of their own. Tests that
+stop or pause Redis start a dedicated ``redis-server`` on a free port, so they never disturb
+other tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import anyio
+import orjson
+import pytest
+import redis
+import redis.asyncio as aioredis
+from opentelemetry import trace
+from redis.crc import key_slot
+
+from tenxgraph.core.exceptions import ConfigError, TransientStorageError
+from tenxgraph.storage.base import CacheTier, StoredCheckpoint, ThreadKey, expand_ranges
+from tenxgraph.storage.redis import RedisCache, Stamp
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+KEY = ThreadKey("t1", "alice")
+
+
+def blob(seq: int, size: int = 20) -> bytes:
+    return orjson.dumps({"message_id": f"m{seq}", "text": "x" * size})
+
+
+def record(
+    version: int,
+    ranges: tuple[tuple[int, int], ...],
+    *,
+    messages: bool = True,
+    key: ThreadKey = KEY,
+    created_at: float | None = None,
+) -> StoredCheckpoint:
+    seqs = expand_ranges(ranges)
+    return StoredCheckpoint(
+        thread_id=key.thread_id,
+        user_id=key.user_id,
+        version=version,
+        values=orjson.dumps({"version": version}),
+        ranges=ranges,
+        messages=[blob(s) for s in seqs] if messages else None,
+        next_seq=(max(seqs) + 1) if seqs else 1,
+        status="running",
+        created_at=created_at if created_at is not None else 1_700_000_000.0 + version,
+    )
+
+
+def rows(*seqs: int) -> list[tuple[int, bytes]]:
+    return [(s, blob(s)) for s in seqs]
+
+
+class CountingRedis(aioredis.Redis):
+    """A real redis-py asyncio client that records every command it sends."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: list[tuple] = []
+
+    async def execute_command(self, *args, **options):
+        self.commands.append(args)
+        return await super().execute_command(*args, **options)
+
+
+@pytest.fixture
+async def cache(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisCache]:
+    c = RedisCache(redis_url, prefix=redis_prefix, ttl_s=600)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    """A plain synchronous client for looking at (and corrupting) the keys."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DedicatedRedis:
+    """A ``redis-server`` of this test's own, which the test may stop, restart or pause."""
+
+    def __init__(self, tmp: str) -> None:
+        self.port = _free_port()
+        self.tmp = tmp
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        subprocess.run(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "yes",
+                "--dir",
+                self.tmp,
+                "--pidfile",
+                f"{self.tmp}/redis-{self.port}.pid",
+                "--logfile",
+                f"{self.tmp}/redis-{self.port}.log",
+            ],
+            check=True,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with redis.Redis(port=self.port, socket_timeout=0.5) as c:
+                    if c.ping():
+                        return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
+            capture_output=True,
+            check=False,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    time.sleep(0.02)
+            except OSError:
+                return
+
+    def pause(self, ms: int) -> None:
+        with redis.Redis(port=self.port) as c:
+            c.execute_command("CLIENT", "PAUSE", ms, "ALL")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port)
+
+
+@pytest.fixture
+def dedicated(tmp_path) -> Iterator[DedicatedRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    srv = DedicatedRedis(str(tmp_path))
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+# --------------------------------------------------------------------------- basics
+
+
+async def test_is_a_cache_tier(cache: RedisCache) -> None:
+    assert isinstance(cache, CacheTier)
+    assert cache.name == "redis" and cache.shared is True
+
+
+async def test_config_errors() -> None:
+    with pytest.raises(ConfigError) as ei:
+        RedisCache("redis://127.0.0.1:6379/0", prefix="app:{x}:")
+    assert ei.value.error_code == "CONFIG_001"
+    with pytest.raises(ConfigError):
+        RedisCache()
+    with pytest.raises(ConfigError):
+        RedisCache("redis://127.0.0.1:6379/0", ttl_s=0)
+
+
+async def test_round_trip_key_layout_and_ttl(
+    cache: RedisCache, raw: redis.Redis, redis_prefix: str
+) -> None:
+    assert await cache.get(KEY) is None
+    await cache.put(record(1, ((1, 4),)))
+    rec = await cache.get(KEY)
+    assert rec == record(1, ((1, 4),))
+    assert rec.messages == [blob(1), blob(2), blob(3)]
+    keys = sorted(k.decode() for k in raw.keys(redis_prefix + "*"))
+    assert keys == [f"{redis_prefix}{{t1}}:{s}" for s in ("meta", "msgs", "ver")]
+    # one hash tag per thread: every key of the thread lives in the slot of "t1"
+    assert {key_slot(k.encode()) for k in keys} == {key_slot(b"t1")}
+    for k in keys:
+        assert 0 < raw.ttl(k) <= 600
+    meta = raw.hgetall(f"{redis_prefix}{{t1}}:meta")
+    assert meta[b"owner"] != b"alice" and b"alice" not in b"".join(meta.values())  # digest only
+    assert raw.hlen(f"{redis_prefix}{{t1}}:msgs") == 3
+    assert await cache.version_stamp(KEY) == 1
+    assert await cache.read_stamp(KEY) == Stamp(1, round(rec.created_at * 1000))
+    assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 1
+
+
+async def test_hash_tag_with_braces_in_thread_id(cache: RedisCache) -> None:
+    key = ThreadKey("a}b{c", "alice")
+    await cache.put(record(1, ((1, 2),), key=key))
+    assert (await cache.get(key)).messages == [blob(1)]
+    assert len({key_slot(k.encode()) for k in cache.keys(key.thread_id)}) == 1
+    assert await cache.get(ThreadKey("a", "alice")) is None
+
+
+async def test_owner_scope_is_part_of_the_check(cache: RedisCache) -> None:
+    await cache.put(record(1, ((1, 2),)))
+    assert await cache.get(ThreadKey("t1", "mallory")) is None
+    assert await cache.version_stamp(ThreadKey("t1", "mallory")) is None
+    assert await cache.get(KEY) is not None
+    await cache.invalidate(ThreadKey("t1", "mallory"))  # invalidation is for every owner
+    assert await cache.get(KEY) is None and await cache.version_stamp(KEY) is None
+
+
+async def test_incremental_put_sends_only_new_rows(redis_url: str, redis_prefix: str) -> None:
+    client = CountingRedis.from_url(redis_url)
+    cache = RedisCache(client=client, prefix=redis_prefix)
+    try:
+        await cache.put(record(1, ((1, 51),)))
+        client.commands.clear()
+        await cache.put(record(2, ((1, 53),), messages=False), rows(51, 52))
+        [cmd] = client.commands  # one round trip
+        assert cmd[0] == "EVALSHA"
+        seqs, lens, body = cmd[-3:]  # the rows, framed: seqs, lengths, blobs concatenated
+        assert (seqs, body) == ("51,52", blob(51) + blob(52))
+        assert lens == f"{len(blob(51))},{len(blob(52))}"
+        assert sum(len(a) for a in cmd[1:] if isinstance(a, bytes | str)) < 600  # not O(n)
+        client.commands.clear()
+        rec = await cache.get(KEY)
+        assert [c[0] for c in client.commands] == ["EVALSHA"]  # meta + messages in one trip
+        assert rec.version == 2 and rec.messages == [blob(s) for s in range(1, 53)]
+    finally:
+        await cache.aclose()
+        await client.aclose()
+
+
+async def test_incremental_put_on_another_version_drops_data_but_stamps(
+    cache: RedisCache, raw, redis_prefix
+) -> None:
+    await cache.put(record(1, ((1, 3),)))
+    await cache.put(record(3, ((1, 4),), messages=False), rows(3))  # Redis holds 1, not 2
+    assert await cache.get(KEY) is None
+    assert not raw.exists(f"{redis_prefix}{{t1}}:meta", f"{redis_prefix}{{t1}}:msgs")
+    assert await cache.version_stamp(KEY) == 3
+    # nothing cached at all: a write-through still moves the stamp
+    await cache.put(record(4, ((1, 5),), messages=False), rows(4))
+    assert await cache.version_stamp(KEY) == 4 and await cache.get(KEY) is None
+    # the rows of a thread's first version are the whole record
+    key2 = ThreadKey("t2", "alice")
+    await cache.put(record(1, ((1, 3),), messages=False, key=key2), rows(1, 2))
+    assert (await cache.get(key2)).messages == [blob(1), blob(2)]
+
+
+async def test_replaced_ranges_prune_rows(cache: RedisCache, raw, redis_prefix) -> None:
+    await cache.put(record(1, ((1, 6),)))
+    await cache.put(record(2, ((9, 10), (2, 3), (5, 6)), messages=False), rows(9))
+    rec = await cache.get(KEY)
+    assert rec.messages == [blob(9), blob(2), blob(5)] and rec.ranges == ((9, 10), (2, 3), (5, 6))
+    assert sorted(raw.hkeys(f"{redis_prefix}{{t1}}:msgs")) == [b"2", b"5", b"9"]
+
+
+async def test_never_goes_backwards(cache: RedisCache) -> None:
+    await cache.put(record(1, ((1, 2),)))
+    await cache.put(record(2, ((1, 3),), messages=False), rows(2))
+    await cache.put(record(1, ((1, 2),)))  # a late read fill of an older version
+    assert (await cache.get(KEY)).version == 2
+    # a late write-through of an older version does not destroy the newer one either
+    await cache.put(record(3, ((1, 4),), messages=False), rows(3))
+    await cache.put(record(2, ((1, 3),), messages=False), rows(2))
+    assert (await cache.get(KEY)).version == 3
+    # stamp newer than the data (another instance's write-through with nothing to build on)
+    await cache.put(record(5, ((1, 6),), messages=False), rows(5))
+    await cache.put(record(4, ((1, 5),)))  # stale fill: ignored, the stamp says 5
+    assert await cache.get(KEY) is None and await cache.version_stamp(KEY) == 5
+    await cache.set_stamp(KEY, 2)
+    assert await cache.version_stamp(KEY) == 5
+    await cache.set_stamp(KEY, 7, created_at=12.5)
+    assert await cache.read_stamp(KEY) == Stamp(7, 12500)
+
+
+async def test_framing_is_byte_exact(cache: RedisCache) -> None:
+    odd = [
+        b'{"a":",,,"}',
+        b"{\x00,\n\r\n,}",
+        b"{}",
+        b'{"\xc3\xa9":"\xf0\x9f\x8e\x89"}',
+        b"{" + b"," * 5000 + b"}",
+    ]
+    rec = record(1, ((1, 6),))
+    rec.messages = list(odd)
+    await cache.put(rec)
+    assert (await cache.get(KEY)).messages == odd
+    await cache.put(record(2, ((1, 7),), messages=False), [(6, b"{\x00}")])
+    assert (await cache.get(KEY)).messages == [*odd, b"{\x00}"]
+
+
+async def test_large_thread_round_trip(cache: RedisCache) -> None:
+    n = 3000
+    await cache.put(record(1, ((1, n + 1),)))
+    await cache.put(record(2, ((1, n + 2),), messages=False), rows(n + 1))
+    rec = await cache.get(KEY)
+    assert (
+        len(rec.messages) == n + 1
+        and rec.messages[0] == blob(1)
+        and rec.messages[-1] == blob(n + 1)
+    )
+
+
+# --------------------------------------------------------------------------- garbage
+
+
+GARBAGE = {
+    "meta is a string": lambda r, p: r.set(f"{p}{{t1}}:meta", b"garbage"),
+    "meta without fields": lambda r, p: (
+        r.delete(f"{p}{{t1}}:meta"),
+        r.hset(f"{p}{{t1}}:meta", "x", 1),
+    ),
+    "version not a number": lambda r, p: r.hset(f"{p}{{t1}}:meta", "version", b"abc"),
+    "ranges not json": lambda r, p: r.hset(f"{p}{{t1}}:meta", "ranges", b"[[1,"),
+    "ranges beyond the rows": lambda r, p: r.hset(f"{p}{{t1}}:meta", "ranges", b"[[1,1000000000]]"),
+    "a message row missing": lambda r, p: r.hdel(f"{p}{{t1}}:msgs", "2"),
+    "msgs is a list": lambda r, p: (r.delete(f"{p}{{t1}}:msgs"), r.rpush(f"{p}{{t1}}:msgs", b"x")),
+    "a message blob garbage": lambda r, p: r.hset(f"{p}{{t1}}:msgs", "2", b"\x00\xffgarbage"),
+    "values garbage": lambda r, p: r.hset(f"{p}{{t1}}:meta", "values", b"{not json"),
+    "unknown layout": lambda r, p: r.hset(f"{p}{{t1}}:meta", "fmt", b"99"),
+    "status not utf-8": lambda r, p: r.hset(f"{p}{{t1}}:meta", "status", b"\xff\xfe"),
+}
+
+
+@pytest.mark.parametrize("how", list(GARBAGE))
+async def test_garbage_is_a_miss_with_a_warning(
+    how, cache: RedisCache, raw, redis_prefix, caplog
+) -> None:
+    await cache.put(record(1, ((1, 4),)))
+    GARBAGE[how](raw, redis_prefix)
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+        assert await cache.get(KEY) is None
+    assert any("unusable data" in r.getMessage() for r in caplog.records), how
+    assert cache.stats()["garbage"] >= 1
+    # the broken keys are gone: the next fill repairs the entry
+    await cache.put(record(1, ((1, 4),)))
+    assert (await cache.get(KEY)).messages == [blob(1), blob(2), blob(3)]
+
+
+async def test_garbage_stamp(cache: RedisCache, raw, redis_prefix, caplog) -> None:
+    await cache.put(record(1, ((1, 2),)))
+    raw.set(f"{redis_prefix}{{t1}}:ver", b"not-a-stamp")
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+        assert await cache.version_stamp(KEY) is None
+    raw.delete(f"{redis_prefix}{{t1}}:ver")
+    raw.hset(f"{redis_prefix}{{t1}}:ver", "a", 1)  # wrong type
+    assert await cache.version_stamp(KEY) is None
+    await cache.put(record(2, ((1, 3),), messages=False), rows(2))  # repairs it
+    assert await cache.version_stamp(KEY) == 2 and (await cache.get(KEY)).version == 2
+
+
+# --------------------------------------------------------------------------- failures
+
+
+async def test_redis_down_is_a_miss_never_an_error(caplog) -> None:
+    url = f"redis://:s3cr3t-pw@127.0.0.1:{_free_port()}/0"  # nothing listens there
+    cache = RedisCache(url, timeout_s=0.2, reconnect_backoff_s=30)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+            assert await cache.get(KEY) is None
+            await cache.put(record(1, ((1, 2),)))
+            await cache.invalidate(KEY)
+            assert await cache.version_stamp(KEY) is None
+            with pytest.raises(TransientStorageError) as ei:
+                await cache.read_stamp(KEY)
+        assert ei.value.error_code == "STORAGE_TRANSIENT_001"
+        assert ei.value.context == {"backend": "redis"}
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "unavailable" in warnings[0]  # once per outage
+        assert "s3cr3t" not in caplog.text and "***" in warnings[0]
+        assert not cache.available  # backing off: the next calls do not touch the network
+        t0 = time.perf_counter()
+        for _ in range(100):
+            assert await cache.get(KEY) is None
+        assert time.perf_counter() - t0 < 0.1
+        assert cache.stats()["dirty"] == 1  # the put and the invalidation are owed to Redis
+    finally:
+        await cache.aclose()
+
+
+async def test_reconnects_after_restart(dedicated: DedicatedRedis, caplog) -> None:
+    cache = RedisCache(dedicated.url, prefix="x:", timeout_s=0.25, reconnect_backoff_s=0.2)
+    try:
+        await cache.put(record(1, ((1, 2),)))
+        assert await cache.get(KEY) is not None
+        dedicated.stop()
+        with caplog.at_level(logging.INFO, logger="tenxgraph.redis"):
+            assert await cache.get(KEY) is None
+            await cache.put(record(2, ((1, 3),), messages=False), rows(2))  # lost: owed
+            dedicated.start()
+            await anyio.sleep(0.25)
+            assert await cache.get(KEY) is None  # a fresh server: empty
+            await cache.put(record(2, ((1, 3),)))
+            assert (await cache.get(KEY)).version == 2
+        assert any("reachable again" in r.getMessage() for r in caplog.records)
+        assert cache.stats()["dirty"] == 0
+    finally:
+        await cache.aclose()
+
+
+async def test_idle_tier_reconnects_and_distrusts_stamps_for_a_while(
+    dedicated: DedicatedRedis,
+) -> None:
+    cache = RedisCache(dedicated.url, prefix="x:", timeout_s=0.2, reconnect_backoff_s=0.1)
+    try:
+        await cache.put(record(1, ((1, 2),)))
+        assert cache.stamps_trusted
+        dedicated.stop()
+        await cache.put(record(2, ((1, 3),), messages=False), rows(2))  # lost: owed
+        assert not cache.stamps_trusted and cache.stats()["dirty"] == 1
+        dedicated.start()
+        with dedicated.client() as raw:
+            raw.set("x:{t1}:ver", b"1:1:stale")  # stands for data Redis kept
+        for _ in range(250):  # no call at all: the probe reconnects and flushes
+            if not cache.stats()["dirty"]:
+                break
+            await anyio.sleep(0.02)
+        assert cache.stats()["dirty"] == 0
+        with dedicated.client() as raw:
+            assert raw.get("x:{t1}:ver") is None
+        assert not cache.stamps_trusted  # grace window: 2 * (0.1 + 0.2) s
+        with pytest.raises(TransientStorageError):
+            await cache.read_stamp(KEY)
+        await anyio.sleep(0.7)
+        assert cache.stamps_trusted
+        assert await cache.read_stamp(KEY) is None
+    finally:
+        await cache.aclose()
+
+
+async def test_slow_redis_times_out_and_lost_writes_are_not_served_stale(
+    dedicated: DedicatedRedis,
+) -> None:
+    """Past ``timeout_s`` a call is a miss; data Redis kept through the stall while a
+    write-through was lost is deleted before it can be served."""
+    cache = RedisCache(dedicated.url, prefix="x:", timeout_s=0.2, reconnect_backoff_s=0.1)
+    try:
+        await cache.put(record(1, ((1, 2),)))
+        await cache.put(record(2, ((1, 3),), messages=False), rows(2))
+        dedicated.pause(700)
+        t0 = time.perf_counter()
+        await cache.put(record(3, ((1, 4),), messages=False), rows(3))  # times out
+        assert time.perf_counter() - t0 < 0.5
+        assert cache.stats()["failures"] == 1 and cache.stats()["dirty"] == 1
+        await anyio.sleep(0.8)  # the pause is over; Redis still holds version 2
+        rec = await cache.get(KEY)
+        assert rec is None  # not the stale version 2: the thread's keys were dropped first
+        assert await cache.version_stamp(KEY) is None
+    finally:
+        await cache.aclose()
+
+
+async def test_user_client_is_not_closed(redis_url: str, redis_prefix: str) -> None:
+    client = aioredis.Redis.from_url(redis_url)
+    cache = RedisCache(client=client, prefix=redis_prefix)
+    await cache.put(record(1, ((1, 2),)))
+    await cache.aclose()
+    await cache.aclose()
+    assert await client.ping()
+    await client.aclose()
+
+
+# --------------------------------------------------------------------------- telemetry
+
+
+async def test_spans_and_failure_events(cache: RedisCache, span_exporter) -> None:
+    await cache.put(record(1, ((1, 2),)))
+    await cache.get(KEY)
+    await cache.get(ThreadKey("t1", "mallory"))
+    spans = [
+        s
+        for s in span_exporter.get_finished_spans()
+        if s.attributes.get("tenxgraph.cache.tier") == "redis"
+    ]
+    assert [s.name for s in spans] == [
+        "tenxgraph.checkpoint.write",
+        "tenxgraph.checkpoint.read",
+        "tenxgraph.checkpoint.read",
+    ]
+    for s in spans:
+        assert s.kind == trace.SpanKind.CLIENT
+        assert s.attributes["db.system.name"] == "redis"
+        assert s.attributes["server.port"] == 6379
+        assert "db.system" not in s.attributes and "db.statement" not in s.attributes
+    assert spans[1].attributes["tenxgraph.cache.hit"] is True
+    assert spans[1].attributes["tenxgraph.checkpoint.version"] == 1
+    assert spans[2].attributes["tenxgraph.cache.hit"] is False
+    assert "alice" not in str([dict(s.attributes) for s in spans])
+
+    down = RedisCache(f"redis://127.0.0.1:{_free_port()}/0", timeout_s=0.2)
+    try:
+        await down.get(KEY)
+    finally:
+        await down.aclose()
+    [failed] = [
+        s
+        for s in span_exporter.get_finished_spans()
+        if s.attributes.get("server.port") == down._server_attrs["server.port"]
+    ]
+    assert [e.name for e in failed.events] == ["tenxgraph.cache.failure"]
+    assert failed.events[0].attributes["tenxgraph.cache.tier"] == "redis"
+
+
+@pytest.fixture
+def span_exporter():
+    """Finished spans of this test (installs an SDK tracer provider once per process)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
