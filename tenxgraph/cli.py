@@ -497,7 +497,8 @@ def _install_metrics() -> Any:
 
 
 def _metric_snapshot(reader: Any) -> dict[str, float]:
-    """Cumulative counter values by name (``name[tier]`` for per-tier counters)."""
+    """Cumulative counter values by name, summed over every attribute set, and by
+    ``name[tier]`` for data points carrying a ``tenxgraph.cache.tier``."""
     out: dict[str, float] = {}
     if reader is None:
         return out
@@ -509,9 +510,11 @@ def _metric_snapshot(reader: Any) -> dict[str, float]:
                     value = getattr(dp, "value", None)
                     if value is None:
                         continue
+                    out[m.name] = out.get(m.name, 0) + value
                     tier = (dp.attributes or {}).get("tenxgraph.cache.tier")
-                    key = f"{m.name}[{tier}]" if tier else m.name
-                    out[key] = out.get(key, 0) + value
+                    if tier:
+                        key = f"{m.name}[{tier}]"
+                        out[key] = out.get(key, 0) + value
     return out
 
 

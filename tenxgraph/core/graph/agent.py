@@ -34,7 +34,7 @@ from tenxgraph.core.exceptions import GraphError
 from tenxgraph.core.state import Message, TextBlock
 from tenxgraph.models.base import ChatModel, ModelError, normalize_assistant
 from tenxgraph.models.openai_compat import OpenAICompatModel
-from tenxgraph.telemetry import ATTR, SPAN, span
+from tenxgraph.telemetry import ATTR, SPAN, enabled, span
 
 from .tool_node import ToolNode
 
@@ -301,7 +301,14 @@ class Agent:
         tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
         messages = self.build_messages(state)
         run = current_run()
-        attrs = {ATTR.NODE: run.node} if run is not None and run.node else None
+        attrs = None
+        if enabled():
+            attrs = {ATTR.GENAI_OPERATION: SPAN.AGENT}
+            if run is not None and run.node:
+                attrs[ATTR.NODE] = run.node
+            model_name = getattr(self.model, "model", None)
+            if isinstance(model_name, str):
+                attrs[ATTR.GENAI_REQUEST_MODEL] = model_name
         with span(SPAN.AGENT, attributes=attrs):
             models = [self.model, *self.fallbacks]
             for i, model in enumerate(models):

@@ -88,7 +88,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.core.state import Message, ToolCallBlock, ToolResultBlock
 from tenxgraph.storage import serde
 from tenxgraph.storage.base import LedgerEntry
-from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, record_error, span
+from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, span
 
 from ._schema import ToolSpec, build_tool_spec, format_validation_error
 
@@ -319,14 +319,12 @@ class ToolNode:
         spec = self._tools.get(call.name)
         attrs = {ATTR.TOOL_NAME: call.name, ATTR.TOOL_CALL_ID: call.id}
         checkpointer = run.checkpointer if run is not None else None
-        with span(SPAN.TOOL, attributes=attrs) as sp:
+        with span(SPAN.TOOL, attributes={**attrs, ATTR.GENAI_OPERATION: SPAN.TOOL}) as sp:
             if checkpointer is not None:
                 recorded = await self._ledger_read(checkpointer, config, key, call, sp)
                 if recorded is not None:
                     sp.add_event(EVENT.LEDGER_HIT, attrs)
-                    counter(
-                        METRIC.LEDGER_HITS, "{call}", "tool calls answered from the ledger"
-                    ).add(1, {ATTR.TOOL_NAME: call.name})
+                    counter(METRIC.LEDGER_HITS).add(1, {ATTR.TOOL_NAME: call.name})
                     if run is not None:
                         run.stats["ledger_hits"] = run.stats.get("ledger_hits", 0) + 1
                     return recorded
@@ -470,20 +468,20 @@ class ToolNode:
                     value = await value
         except Exception as exc:  # noqa: BLE001 - a failing tool answers the model, not the run
             if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
-                record_error(sp, exc)
+                _tool_failed(sp, call, exc)
                 return [
                     _error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")
                 ]
             if getattr(exc, "_tenxgraph_propagate", False):
                 raise
-            record_error(sp, exc)
+            _tool_failed(sp, call, exc)
             detail = str(exc) if not isinstance(exc, TenxGraphError) else exc.message
             text = f"tool {call.name!r} raised {type(exc).__name__}"
             return [_error_message(call, key, f"{text}: {detail}" if detail else text)]
         try:
             return _result_messages(value, call, key)
         except Exception as exc:  # noqa: BLE001 - a value with no JSON form
-            record_error(sp, exc)
+            _tool_failed(sp, call, exc)
             return [
                 _error_message(
                     call,
@@ -532,6 +530,21 @@ def _raise_failures(failures: list[BaseException]) -> None:
 # -- result messages ---------------------------------------------------------------------------------
 def _message_id(key: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, key))
+
+
+def _tool_failed(sp: Any, call: ToolCallBlock, exc: BaseException) -> None:
+    """Record on the tool span that the tool failed (its error answers the model, so the span
+    keeps status UNSET: no error escapes it). Type only, never the message."""
+    if sp.is_recording():
+        code = getattr(exc, "error_code", None)
+        sp.add_event(
+            EVENT.TOOL_FAILED,
+            {
+                ATTR.TOOL_NAME: call.name,
+                ATTR.TOOL_CALL_ID: call.id,
+                ATTR.ERROR_TYPE: code if isinstance(code, str) else type(exc).__qualname__,
+            },
+        )
 
 
 def _error_message(call: ToolCallBlock, key: str, text: str) -> Message:
