@@ -18,6 +18,7 @@ import datetime as _dt
 import decimal
 import enum
 import math
+import threading
 import uuid
 from typing import Any
 
@@ -37,6 +38,12 @@ __all__ = [
 ]
 
 _TAG = "__tx__"
+
+# Set by ``_enc`` when it meets a value whose exact type JSON plus the tags cannot carry alone
+# (a Pydantic model or Enum of the application, a subclass of a builtin): only then does
+# ``encode_values`` pay for a full decode-and-compare check. Thread-local: sync callers may
+# encode from several threads.
+_flags = threading.local()
 _TAG_B = b'"__tx__"'
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
@@ -74,6 +81,8 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
         return {_TAG: "float", "v": repr(value)}
     if t is list:
         return [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
+    if t is not dict and isinstance(value, dict):
+        _flags.risky = True
     if t is dict or isinstance(value, dict):
         if all(type(k) is str for k in value):
             out = {k: _enc(v, f"{path}.{k}", strict_str) for k, v in value.items()}
@@ -88,13 +97,18 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
             ],
         }
     if isinstance(value, BaseModel):
+        if type(value) not in _TRUSTED:
+            _flags.risky = True
         return {
             name: _enc(getattr(value, name), f"{path}.{name}", strict_str)
             for name in type(value).model_fields
         }
     if isinstance(value, enum.Enum):
+        if type(value) not in _TRUSTED:
+            _flags.risky = True
         return _enc(value.value, path, strict_str)
     if isinstance(value, list):
+        _flags.risky = True
         return [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
     if t is tuple:
         return {_TAG: "tuple", "v": [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]}
@@ -115,12 +129,10 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
         return {_TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
     if t is decimal.Decimal:
         return {_TAG: "dec", "v": str(value)}
-    if isinstance(value, str):  # str subclasses other than Enum
-        return _enc(str(value), path, strict_str)
-    if isinstance(value, int):
-        return _enc(int(value), path, strict_str)
-    if isinstance(value, float):
-        return _enc(float(value), path, strict_str)
+    if isinstance(value, (str, int, float)):  # subclasses other than Enum: type may be lost
+        _flags.risky = True
+        base = str if isinstance(value, str) else int if isinstance(value, int) else float
+        return _enc(base(value), path, strict_str)
     raise _fail(path, value)
 
 
@@ -248,15 +260,19 @@ def encode_values(state: BaseModel, *, verify: bool = True) -> bytes:
 
     Args:
         state: an ``AgentState`` (or subclass) instance.
-        verify: decode the result against ``type(state)`` and require every field to come back
-            equal and of the same type (so nothing silently returns as a dict or a string).
+        verify: when the state holds a value whose exact type the encoding alone cannot carry
+            (an application Enum or Pydantic model, a subclass of a builtin), decode the result
+            against ``type(state)`` and require every field to come back equal and of the same
+            type (so nothing silently returns as a dict or a string). Plain JSON values and the
+            tagged types round-trip by construction and skip the check.
 
     Raises:
         SerializationError: ``STORAGE_SERIALIZATION_000``; ``context["path"]`` names the value.
     """
     fields = {name: getattr(state, name) for name in type(state).model_fields if name != "context"}
+    _flags.risky = False
     data = dumps(fields)
-    if verify:
+    if verify and _flags.risky:
         try:
             back = decode_values(type(state), data)
         except Exception as exc:  # noqa: BLE001 - any decode failure means a lossy value
@@ -309,3 +325,13 @@ def decode_values(state_cls: type[BaseModel], data: bytes | str | memoryview) ->
     known = {k: v for k, v in raw.items() if k in fields and k != "context"}
     model = state_cls.model_validate(known)
     return {k: getattr(model, k) for k in known}
+
+
+def _trusted_types() -> frozenset[type]:
+    from tenxgraph.core.state.execution import ExecutionState, ExecutionStatus, StopRequestStatus
+
+    return frozenset({ExecutionState, ExecutionStatus, StopRequestStatus})
+
+
+#: Runtime-owned models and enums whose fields are declared exactly (never lossy).
+_TRUSTED = _trusted_types()
