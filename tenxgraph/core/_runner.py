@@ -290,6 +290,9 @@ class _Run:
         self.produced: list[Message] = []
         self.executed = 0
         self.dirty = False
+        #: UNIX time the run started: only stop requests made at or after it are honoured
+        #: (one made while no run was running, or for an earlier run, is not this run's).
+        self.started_at = time.time()
         self.last_stop_poll = time.monotonic()
         self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects)
         self.span: Any = None
@@ -301,13 +304,17 @@ class _Run:
         self.dirty = False
 
     async def stop_requested(self) -> bool:
-        if self.graph._local_stops.pop(self.key, None):
+        """Whether a stop was requested since this run started: the in-process request (free,
+        checked every time) or, at most once per ``STOP_POLL_S``, the durable one (one read)."""
+        local = self.graph._local_stops.get(self.key)
+        if local is not None and local >= self.started_at:
+            del self.graph._local_stops[self.key]
             return True
         now = time.monotonic()
         if now - self.last_stop_poll >= STOP_POLL_S:
             self.last_stop_poll = now
             try:
-                return await self.cp.aget_stop(self.rc.raw)
+                return await self.cp.aget_stop(self.rc.raw, since=self.started_at)
             except TenxGraphError as exc:
                 log.warning("could not read the stop flag of a thread: %s", exc.error_code)
         return False
@@ -441,11 +448,16 @@ async def _run_body(
 
     # 1. A pause for a human must be answered, not silently discarded.
     if meta.status in _PAUSED and has_new_input and not has_resume:
+        pending = (meta.interrupt_data or {}).get("interrupts", [])
         raise InterruptPendingError(
             f"thread {rc.thread_id!r} is paused at node {meta.interrupt_node!r} "
             f"({meta.status}); resume it with invoke({{'resume': answer}}, config) or "
             "invoke(None, config), or edit it with update_state",
-            context={"thread_id": rc.thread_id, "node": meta.interrupt_node},
+            context={
+                "thread_id": rc.thread_id,
+                "node": meta.interrupt_node,
+                "interrupt_ids": [p["id"] for p in pending],
+            },
         )
 
     # 2. Finish an unfinished run first (crash, stop, pause being resumed).

@@ -23,6 +23,10 @@ starts with ``thread_id`` so the tables can be distributed on it):
   ``result`` (orjson ``bytea``), ``created_at``. ``call_key``, ``tool_call_id`` and
   ``tool_name`` come from the model and may hold any character (NUL, lone surrogates), which
   ``text`` cannot store: they are ``bytea`` holding UTF-8 (``surrogatepass``).
+* ``stop_requests`` (version 4): ``(thread_id, owner)``: ``requested_at`` (UNIX seconds,
+  ``double precision``): the newest stop request of that user for that thread. A row may exist
+  before the thread's first checkpoint (a run's first node can be stopped); a run honours only
+  a request made after it started. Supersedes ``threads.stop_requested``, no longer read.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -113,6 +117,20 @@ CREATE TABLE {tool_executions} (
     result bytea NOT NULL,
     created_at double precision NOT NULL,
     PRIMARY KEY (thread_id, call_key)
+)
+""",
+        ),
+    ),
+    # -- version 4 ------------------------------------------------------------------------------
+    Migration(
+        "stop_requests: timed stop requests, also for a thread without a checkpoint yet",
+        (
+            """
+CREATE TABLE {stop_requests} (
+    thread_id text NOT NULL,
+    owner text NOT NULL,
+    requested_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, owner)
 )
 """,
         ),

@@ -35,6 +35,7 @@ __all__ = [
     "ALL_STATEMENTS",
     "CHECKPOINT_CAS",
     "CHECKPOINT_CREATE",
+    "CLEAR_STOP",
     "CREATE_MIGRATIONS_TABLE",
     "CREATE_SCHEMA",
     "CURRENT_VERSION",
@@ -270,8 +271,8 @@ SELECT thread_id, owner, version, status, created_at, updated_at, metadata
 
 DELETE_THREAD = Statement(
     "DELETE_THREAD",
-    "delete an owned thread with its versions, message rows and ledger rows; say whether "
-    "another user owns it",
+    "delete an owned thread with its versions, message rows, ledger rows and stop requests; "
+    "say whether another user owns it",
     "DELETE",
     """
 WITH gone AS (
@@ -283,6 +284,8 @@ WITH gone AS (
     DELETE FROM {messages} AS m USING gone WHERE m.thread_id = %(thread_id)b
 ), gone_ledger AS (
     DELETE FROM {tool_executions} AS e USING gone WHERE e.thread_id = %(thread_id)b
+), gone_stops AS (
+    DELETE FROM {stop_requests} AS s USING gone WHERE s.thread_id = %(thread_id)b
 )
 SELECT (SELECT count(*) FROM gone),
        EXISTS (SELECT 1 FROM {threads}
@@ -308,26 +311,49 @@ SELECT (SELECT count(*) FROM changed),
 
 SET_STOP = Statement(
     "SET_STOP",
-    "set or clear the stop flag of an owned thread; say whether the thread is the caller's "
-    "(NULL: missing)",
-    "UPDATE",
+    "record the caller's stop request for a thread (kept at the newest request time; also "
+    "before the thread's first checkpoint) unless another user owns it; say whether one does",
+    "INSERT",
     """
-WITH changed AS (
-    UPDATE {threads} SET stop_requested = %(requested)b
-     WHERE thread_id = %(thread_id)b AND owner = %(owner)b
- RETURNING 1
+WITH foreign_owner AS (
+    SELECT 1 FROM {threads} WHERE thread_id = %(thread_id)b AND owner <> %(owner)b
+), recorded AS (
+    INSERT INTO {stop_requests} AS s (thread_id, owner, requested_at)
+    SELECT %(thread_id)b, %(owner)b, %(requested_at)b
+     WHERE NOT EXISTS (SELECT 1 FROM foreign_owner)
+        ON CONFLICT (thread_id, owner)
+        DO UPDATE SET requested_at = greatest(s.requested_at, excluded.requested_at)
 )
-SELECT (SELECT count(*) FROM changed),
-       (SELECT owner = %(owner)b FROM {threads} WHERE thread_id = %(thread_id)b)
+SELECT EXISTS (SELECT 1 FROM foreign_owner)
+""",
+)
+
+CLEAR_STOP = Statement(
+    "CLEAR_STOP",
+    "withdraw the caller's stop request for a thread unless another user owns it; say whether "
+    "one does",
+    "DELETE",
+    """
+WITH foreign_owner AS (
+    SELECT 1 FROM {threads} WHERE thread_id = %(thread_id)b AND owner <> %(owner)b
+), cleared AS (
+    DELETE FROM {stop_requests}
+     WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+       AND NOT EXISTS (SELECT 1 FROM foreign_owner)
+)
+SELECT EXISTS (SELECT 1 FROM foreign_owner)
 """,
 )
 
 GET_STOP = Statement(
     "GET_STOP",
-    "the stop flag of an owned thread",
+    "the time of the caller's stop request for a thread no other user owns (no row: none)",
     "SELECT",
     """
-SELECT stop_requested FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+SELECT s.requested_at FROM {stop_requests} AS s
+ WHERE s.thread_id = %(thread_id)b AND s.owner = %(owner)b
+   AND NOT EXISTS (SELECT 1 FROM {threads} AS t
+                    WHERE t.thread_id = %(thread_id)b AND t.owner <> %(owner)b)
 """,
 )
 
@@ -467,6 +493,7 @@ ALL_STATEMENTS: dict[str, Statement] = {
         DELETE_THREAD,
         SET_METADATA,
         SET_STOP,
+        CLEAR_STOP,
         GET_STOP,
         LEDGER_PUT,
         LEDGER_GET,
@@ -487,6 +514,7 @@ _TABLES = {
     "checkpoints": "checkpoints",
     "messages": "messages",
     "tool_executions": "tool_executions",
+    "stop_requests": "stop_requests",
     "migrations": "migrations",
 }
 _INDEXES = {"threads_owner_idx": "threads_owner_idx"}

@@ -18,11 +18,13 @@ from __future__ import annotations
 __all__ = [
     "BEGIN_READ",
     "BEGIN_WRITE",
+    "CLEAR_STOP",
     "COMMIT",
     "CREATE_SCHEMA_VERSION",
     "DELETE_CHECKPOINTS",
     "DELETE_LEDGER",
     "DELETE_MESSAGES",
+    "DELETE_STOPS",
     "DELETE_THREAD",
     "HISTORY_CHECKPOINTS",
     "INSERT_CHECKPOINT",
@@ -123,6 +125,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " created_at REAL NOT NULL,"
         " PRIMARY KEY (thread_id, call_key))",
     ),
+    # 4: timed stop requests, also for a thread without a checkpoint yet (supersedes
+    # threads.stop_requested, no longer read): a run honours only a request made after it
+    # started.
+    (
+        "CREATE TABLE stop_requests ("
+        " thread_id TEXT NOT NULL,"
+        " owner TEXT NOT NULL,"
+        " requested_at REAL NOT NULL,"  # UNIX seconds; the newest request of that user
+        " PRIMARY KEY (thread_id, owner))",
+    ),
 )
 
 #: The schema version this code writes and understands.
@@ -195,8 +207,22 @@ DELETE_CHECKPOINTS = "DELETE FROM checkpoints WHERE thread_id = ?"
 DELETE_MESSAGES = "DELETE FROM messages WHERE thread_id = ?"
 DELETE_LEDGER = "DELETE FROM tool_executions WHERE thread_id = ?"
 SET_METADATA = "UPDATE threads SET metadata = ? WHERE thread_id = ? AND owner = ?"
-SET_STOP = "UPDATE threads SET stop_requested = ? WHERE thread_id = ? AND owner = ?"
-SELECT_STOP = "SELECT stop_requested FROM threads WHERE thread_id = ? AND owner = ?"
+DELETE_STOPS = "DELETE FROM stop_requests WHERE thread_id = ?"
+#: Record a stop request (the newest time wins) unless another user owns the thread; also
+#: before the thread's first checkpoint. Zero rows changed: another user owns it.
+SET_STOP = (
+    "INSERT INTO stop_requests (thread_id, owner, requested_at)"
+    " SELECT ?1, ?2, ?3"
+    " WHERE NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND owner <> ?2)"
+    " ON CONFLICT (thread_id, owner)"
+    " DO UPDATE SET requested_at = max(requested_at, excluded.requested_at)"
+)
+CLEAR_STOP = "DELETE FROM stop_requests WHERE thread_id = ? AND owner = ?"
+#: The time of the caller's stop request, unless another user owns the thread.
+SELECT_STOP = (
+    "SELECT requested_at FROM stop_requests WHERE thread_id = ?1 AND owner = ?2"
+    " AND NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND owner <> ?2)"
+)
 
 # -- ledger ---------------------------------------------------------------------------------------
 #: Insert if absent, only on the caller's own thread (the owner check is the EXISTS).

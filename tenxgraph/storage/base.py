@@ -250,11 +250,15 @@ class StoreTier(Protocol):
     async def ledger_count(self, key: ThreadKey) -> int:
         """Number of ledger rows of the thread (for verification and tests)."""
 
-    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
-        """Set or clear the durable stop request flag of a thread (any instance may call)."""
+    async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
+        """Record (``requested``) or withdraw the caller's durable stop request for a thread,
+        made at ``at`` (UNIX seconds, default now); the newest request time is kept. Works
+        before the thread's first checkpoint; any instance may call. Raises forbidden when
+        another user owns the thread."""
 
-    async def get_stop(self, key: ThreadKey) -> bool:
-        """Whether a stop is requested for the thread."""
+    async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
+        """Whether the caller has a stop request for the thread, made at or after ``since``
+        (UNIX seconds) when given; ``False`` when another user owns the thread."""
 
 
 @runtime_checkable

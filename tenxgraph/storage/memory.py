@@ -7,7 +7,10 @@ keeps
 * its versions (``version -> _Version``: values bytes, ranges, next seq, status, time),
 * its message rows (``seq -> bytes``), written once and shared by every version whose ranges
   cover them,
-* its ledger rows, stop flag, owner and metadata.
+* its ledger rows, owner and metadata,
+
+and, apart from the threads (a stop may be requested before a thread's first checkpoint), each
+user's newest stop request per thread id, with its time.
 
 A write is ``O(k)`` for ``k`` new messages whatever the thread's length: the compare-and-swap
 is a comparison of two integers, the rows go into the thread's dict, and pruning uses a
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +102,6 @@ class _Thread:
     #: strictly increasing from left to right; the left end is the window's minimum.
     window: deque[tuple[int, int]] = dataclasses.field(default_factory=deque)
     ledger: dict[str, LedgerEntry] = dataclasses.field(default_factory=dict)
-    stop: bool = False
     metadata: bytes = _EMPTY_METADATA
 
     def record(self, thread_id: str, version: int, with_messages: bool) -> StoredCheckpoint:
@@ -162,6 +165,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._threads: dict[str, _Thread] = {}
+        #: thread id -> owner -> time (UNIX seconds) of that user's newest stop request
+        self._stops: dict[str, dict[str, float]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(threads={len(self._threads)})"
@@ -349,6 +354,7 @@ class MemoryStore:
             if self._mine_or_raise(key) is None:
                 return False
             del self._threads[key.thread_id]
+            self._stops.pop(key.thread_id, None)
             return True
 
     async def list_threads(
@@ -443,24 +449,38 @@ class MemoryStore:
             return 0 if t is None else len(t.ledger)
 
     # -- stop flags ------------------------------------------------------------------------------
-    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
-        """Set or clear the thread's stop flag; a no-op for a thread that does not exist.
+    async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
+        """Record (``requested``) or withdraw the caller's stop request for the thread.
+
+        A request is kept with its time, ``at`` (UNIX seconds, default now; the newest of
+        several wins), also for a thread without a checkpoint yet.
 
         Raises:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
+        when = float(time.time() if at is None else at)
         await checkpoint()
         with self._lock:
-            t = self._mine_or_raise(key)
-            if t is not None:
-                t.stop = bool(requested)
+            self._mine_or_raise(key)
+            if requested:
+                mine = self._stops.setdefault(key.thread_id, {})
+                mine[key.user_id] = max(when, mine.get(key.user_id, when))
+            else:
+                mine = self._stops.get(key.thread_id, {})
+                mine.pop(key.user_id, None)
+                if not mine:
+                    self._stops.pop(key.thread_id, None)
 
-    async def get_stop(self, key: ThreadKey) -> bool:
-        """Whether a stop is requested (``False`` when missing or owned by another user)."""
+    async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
+        """Whether the caller has a stop request for the thread, made at or after ``since``
+        (UNIX seconds) when given (``False`` when another user owns the thread)."""
         await checkpoint()
         with self._lock:
-            t = self._owned(key)
-            return bool(t is not None and t.stop)
+            t = self._threads.get(key.thread_id)
+            if t is not None and t.owner != key.user_id:
+                return False
+            requested_at = self._stops.get(key.thread_id, {}).get(key.user_id)
+            return requested_at is not None and (since is None or requested_at >= since)
 
 
 def ledger_missing_thread(key: ThreadKey, entry: LedgerEntry) -> LedgerWriteError:

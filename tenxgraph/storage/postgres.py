@@ -38,6 +38,7 @@ import dataclasses
 import hashlib
 import math
 import re
+import time
 import weakref
 from collections.abc import Generator
 from typing import Any
@@ -838,22 +839,29 @@ class PostgresStore:
         )
 
     # -- stop flags ------------------------------------------------------------------------------
-    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
-        """Set or clear the thread's durable stop flag; a no-op for a thread that does not exist.
+    async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
+        """Record (``requested``) or withdraw the caller's stop request for the thread.
+
+        A request is kept with its time, ``at`` (UNIX seconds, default now; the newest of
+        several wins), also for a thread without a checkpoint yet, so the first node of a
+        thread's first run can be stopped from another instance.
 
         Raises:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
         """
-        rows = await self._fetch(
-            self._q["SET_STOP"],
-            {"thread_id": key.thread_id, "owner": key.user_id, "requested": bool(requested)},
-        )
-        if rows[0][1] is False:
+        params: dict[str, Any] = {"thread_id": key.thread_id, "owner": key.user_id}
+        if requested:
+            params["requested_at"] = float(time.time() if at is None else at)
+            rows = await self._fetch(self._q["SET_STOP"], params)
+        else:
+            rows = await self._fetch(self._q["CLEAR_STOP"], params)
+        if rows[0][0]:
             raise forbidden(key.thread_id)
 
-    async def get_stop(self, key: ThreadKey) -> bool:
-        """Whether a stop is requested (``False`` when missing or owned by another user).
+    async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
+        """Whether the caller has a stop request for the thread, made at or after ``since``
+        (UNIX seconds) when given (``False`` when another user owns the thread).
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -861,7 +869,7 @@ class PostgresStore:
         rows = await self._fetch(
             self._q["GET_STOP"], {"thread_id": key.thread_id, "owner": key.user_id}
         )
-        return bool(rows and rows[0][0])
+        return bool(rows) and (since is None or rows[0][0] >= since)
 
     # -- ledger ----------------------------------------------------------------------------------
     async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:

@@ -19,7 +19,7 @@ Design:
   it. ``synchronous="FULL"`` fsyncs the WAL at every commit and survives power loss too, at the
   cost of one fsync per checkpoint.
 * **Schema**: versioned in ``schema_version`` (:data:`~tenxgraph.storage._sqlite_sql.MIGRATIONS`,
-  version 3 adds ``tool_executions``). ``asetup()`` migrates under ``BEGIN IMMEDIATE`` (safe
+  version 3 adds ``tool_executions``, 4 ``stop_requests``). ``asetup()`` migrates under ``BEGIN IMMEDIATE`` (safe
   from several processes at once) and is run lazily by the first operation when not called.
 
 Every SQL statement lives in :mod:`tenxgraph.storage._sqlite_sql`.
@@ -527,7 +527,9 @@ class SqliteStore:
             if conn.execute(q.DELETE_THREAD, (key.thread_id, key.user_id)).rowcount != 1:
                 self._raise_if_foreign(conn, key)
                 return False
-            for stmt in (q.DELETE_CHECKPOINTS, q.DELETE_MESSAGES, q.DELETE_LEDGER):
+            for stmt in (
+                q.DELETE_CHECKPOINTS, q.DELETE_MESSAGES, q.DELETE_LEDGER, q.DELETE_STOPS,
+            ):  # fmt: skip
                 conn.execute(stmt, (key.thread_id,))
             return True
 
@@ -687,23 +689,36 @@ class SqliteStore:
         return row[1]
 
     # -- stop flags ------------------------------------------------------------------------------
-    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
-        """Set or clear the thread's durable stop flag; a no-op for a thread that does not exist.
+    async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
+        """Record (``requested``) or withdraw the caller's stop request for the thread.
+
+        A request is kept with its time, ``at`` (UNIX seconds, default now; the newest of
+        several wins), also for a thread without a checkpoint yet, so the first node of a
+        thread's first run can be stopped from another process.
 
         Raises:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
-        await self._run(self._set_stop_sync, key, bool(requested))
+        when = float(time.time() if at is None else at)
+        await self._run(self._set_stop_sync, key, bool(requested), when)
 
-    def _set_stop_sync(self, conn: sqlite3.Connection, key: ThreadKey, requested: bool) -> None:
-        if conn.execute(q.SET_STOP, (int(requested), key.thread_id, key.user_id)).rowcount != 1:
+    def _set_stop_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, requested: bool, when: float
+    ) -> None:
+        if requested:
+            if conn.execute(q.SET_STOP, (key.thread_id, key.user_id, when)).rowcount != 1:
+                self._raise_if_foreign(conn, key)
+        else:
             self._raise_if_foreign(conn, key)
+            conn.execute(q.CLEAR_STOP, (key.thread_id, key.user_id))
 
-    async def get_stop(self, key: ThreadKey) -> bool:
-        """Whether a stop is requested (``False`` when missing or owned by another user)."""
-        return await self._run(self._get_stop_sync, key)
+    async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
+        """Whether the caller has a stop request for the thread, made at or after ``since``
+        (UNIX seconds) when given (``False`` when another user owns the thread)."""
+        requested_at = await self._run(self._get_stop_sync, key)
+        return requested_at is not None and (since is None or requested_at >= since)
 
     @staticmethod
-    def _get_stop_sync(conn: sqlite3.Connection, key: ThreadKey) -> bool:
+    def _get_stop_sync(conn: sqlite3.Connection, key: ThreadKey) -> float | None:
         row = conn.execute(q.SELECT_STOP, (key.thread_id, key.user_id)).fetchone()
-        return bool(row is not None and row[0])
+        return None if row is None else float(row[0])

@@ -667,9 +667,23 @@ async def test_stop_flags(store: StoreTier) -> None:
     assert await store.get_stop(KEY) is True
     await store.set_stop(KEY, False)
     assert await store.get_stop(KEY) is False
-    # A stop request for a thread that does not exist is a no-op.
-    await store.set_stop(ThreadKey("nope", OWNER), True)
-    assert await store.get_stop(ThreadKey("nope", OWNER)) is False
+    # Requests are timed: `since` (a run's start) filters out older ones; the newest is kept.
+    await store.set_stop(KEY, True, at=100.0)
+    await store.set_stop(KEY, True, at=50.0)
+    assert await store.get_stop(KEY, since=100.0) is True
+    assert await store.get_stop(KEY, since=100.5) is False
+    assert await store.get_stop(KEY) is True
+    # A request for a thread without a checkpoint yet is kept (its first run can be stopped),
+    # for its requester only; the first writer of the thread still owns it.
+    nope = ThreadKey("nope", OWNER)
+    await store.set_stop(nope, True, at=200.0)
+    assert await store.get_stop(nope, since=199.0) is True
+    assert await store.get_stop(ThreadKey("nope", OTHER)) is False
+    await Tracker(store, thread_id="nope").append("m1")
+    assert await store.get_stop(nope, since=199.0) is True
+    assert await store.get_stop(ThreadKey("nope", OTHER)) is False
+    await store.set_stop(nope, False)
+    assert await store.get_stop(nope) is False
 
 
 # -- encoding -------------------------------------------------------------------------------------

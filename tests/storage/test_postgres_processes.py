@@ -257,13 +257,13 @@ def test_setup_from_several_processes_at_once(pg_dsn: str, pg_schema: str) -> No
         assert outcomes == ["ok"] * 4
         assert _rows(
             pg_dsn, f'SELECT version FROM "{schema}".tenxgraph_migrations ORDER BY version'
-        ) == [(1,), (2,), (3,)]
+        ) == [(1,), (2,), (3,), (4,)]
         tables = _rows(
             pg_dsn,
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s",
             schema,
         )
-        assert tables == [(5,)]
+        assert tables == [(6,)]
     finally:
         for p in procs:
             if p.is_alive():

@@ -70,7 +70,7 @@ async def append_n(store: SqliteStore, n: int, limit: int | None = None, start: 
 
 
 # -- schema ---------------------------------------------------------------------------------------
-async def test_schema_has_versions_1_to_3_and_the_documented_tables(
+async def test_schema_has_versions_1_to_4_and_the_documented_tables(
     store: SqliteStore, db: str
 ) -> None:
     with raw(db) as c:
@@ -78,10 +78,11 @@ async def test_schema_has_versions_1_to_3_and_the_documented_tables(
             1,
             2,
             3,
+            4,
         ]
         cols = {
             t: [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
-            for t in ("threads", "checkpoints", "messages", "tool_executions")
+            for t in ("threads", "checkpoints", "messages", "tool_executions", "stop_requests")
         }
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert cols["threads"] == [
@@ -95,7 +96,8 @@ async def test_schema_has_versions_1_to_3_and_the_documented_tables(
     assert cols["tool_executions"] == [
         "thread_id", "call_key", "tool_call_id", "tool_name", "result", "created_at",
     ]  # fmt: skip
-    assert q.LATEST_SCHEMA_VERSION == 3
+    assert cols["stop_requests"] == ["thread_id", "owner", "requested_at"]
+    assert q.LATEST_SCHEMA_VERSION == 4
 
 
 async def test_setup_is_idempotent_across_stores(db: str) -> None:
@@ -108,7 +110,7 @@ async def test_setup_is_idempotent_across_stores(db: str) -> None:
     for st in stores:
         await st.aclose()
     with raw(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 3
+        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 4
 
 
 async def test_a_newer_schema_is_refused(db: str) -> None:
@@ -116,13 +118,13 @@ async def test_a_newer_schema_is_refused(db: str) -> None:
     await st.asetup()
     await st.aclose()
     with raw(db) as c:
-        c.execute("INSERT INTO schema_version (version, applied_at) VALUES (4, 0)")
+        c.execute("INSERT INTO schema_version (version, applied_at) VALUES (5, 0)")
     for call in ("asetup", "read"):  # explicit setup, and the lazy setup of a first operation
         fresh = SqliteStore(db)
         with pytest.raises(SchemaVersionError) as info:
             await (fresh.asetup() if call == "asetup" else fresh.read(KEY))
         assert info.value.error_code == "STORAGE_SCHEMA_001"
-        assert info.value.context == {"found": 4, "supported": 3}
+        assert info.value.context == {"found": 5, "supported": 4}
         await fresh.aclose()
 
 
@@ -153,6 +155,7 @@ async def test_migrates_a_version_2_database(db: str) -> None:
             1,
             2,
             3,
+            4,
         ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,8 @@ class CompiledGraph:
         self.interrupt_before = frozenset(interrupt_before)
         self.interrupt_after = frozenset(interrupt_after)
         self.node_objects = dict(builder.nodes)
-        self._local_stops: dict[ThreadKey, bool] = {}
+        #: thread -> UNIX time of the newest in-process stop request (see ``astop``)
+        self._local_stops: dict[ThreadKey, float] = {}
         self._running: dict[ThreadKey, int] = {}
         self._counters = counter(METRIC.REPLAYED_NODES, "{node}", "nodes replayed after a crash or stop")
         if checkpointer.state_class is AgentState and self.state_class is not AgentState:
@@ -84,6 +86,7 @@ class CompiledGraph:
             left = self._running.get(key, 1) - 1
             if left <= 0:
                 self._running.pop(key, None)
+                self._local_stops.pop(key, None)  # a request no run took up targets nothing
             else:
                 self._running[key] = left
 
@@ -198,9 +201,16 @@ class CompiledGraph:
 
     # -- control ---------------------------------------------------------------------------------
     async def astop(self, config: dict[str, Any]) -> dict[str, Any]:
-        """Ask the thread's running run to stop between nodes (from any instance: the flag is
-        durable in the store). The run checkpoints with status ``stopped``; ``invoke(None,
-        config)`` resumes it.
+        """Ask the thread's running run to stop between nodes (from any instance: the request is
+        durable in the store). The run checkpoints with status ``stopped`` after the node it is
+        running; ``invoke(None, config)`` resumes it.
+
+        The request is timed: a run honours only a request made after it started, so a stop
+        asked while no run is running (or racing the end of one) never stops a later run, and a
+        stop asked before a new thread's first checkpoint still reaches its first run. A run in
+        this process sees the request at its next node boundary; a run on another instance at
+        its first node boundary ``STOP_POLL_S`` (1 s) or more after its previous check of the
+        store (see ``docs/guarantees.md``).
 
         Returns:
             ``{"ok": True, "running": bool}``: ``running`` tells whether a run of this thread
@@ -209,10 +219,11 @@ class CompiledGraph:
         cfg = dict(config)
         normalize_config(cfg, new_run=False)
         key = self.checkpointer.key_for(cfg)
+        now = time.time()
         running = key in self._running
         if running:
-            self._local_stops[key] = True
-        await self.checkpointer.aset_stop(cfg, True)
+            self._local_stops[key] = now
+        await self.checkpointer.aset_stop(cfg, True, at=now)
         if not running:
             state = await self.checkpointer.aget_state(cfg, self.state_class)
             running = bool(state is not None and state.execution_meta.status == "running")

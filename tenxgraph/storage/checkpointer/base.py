@@ -328,15 +328,25 @@ class BaseCheckpointer:
         await self._ensure_setup()
         return await self.store.ledger_count(self._key(config))
 
-    async def aset_stop(self, config: dict[str, Any], requested: bool = True) -> None:
-        """Set (or clear) the durable stop flag of the config's thread."""
-        await self._ensure_setup()
-        await self.store.set_stop(self._key(config), requested)
+    async def aset_stop(
+        self, config: dict[str, Any], requested: bool = True, at: float | None = None
+    ) -> None:
+        """Record (or, with ``requested=False``, withdraw) a durable stop request for the
+        config's thread, made at ``at`` (UNIX seconds, default now). Recorded also before the
+        thread's first checkpoint. Only a run that started at or before the request honours it
+        (see ``docs/guarantees.md``).
 
-    async def aget_stop(self, config: dict[str, Any]) -> bool:
-        """Whether a stop is requested for the config's thread."""
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
         await self._ensure_setup()
-        return await self.store.get_stop(self.key_for(config))
+        await self.store.set_stop(self._key(config), requested, at)
+
+    async def aget_stop(self, config: dict[str, Any], since: float | None = None) -> bool:
+        """Whether a stop is requested for the config's thread (at or after ``since``, UNIX
+        seconds, when given: a run passes its start time)."""
+        await self._ensure_setup()
+        return await self.store.get_stop(self.key_for(config), since)
 
     # -- public state API (10xGraph names) -------------------------------------------------------
     async def aget_state(

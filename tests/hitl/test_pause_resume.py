@@ -1,0 +1,203 @@
+"""Pauses for a human (``interrupt_before``, ``interrupt_after``, ``interrupt()``) on every
+checkpointer: durable, resumable by another instance, guarded against new input, editable with
+``update_state``, and resumed by exactly one of two racing instances.
+
+Side effects are counted in a log file (see ``_hitl_graphs``); ``Backend.peer()`` is a second
+instance on the same data (its own in-process cache), as another server would be.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _hitl_graphs import chain, read_log
+from graph_backends import (  # noqa: F401 - fixtures and the parametrizing hook
+    Backend,
+    backend_fixture,
+    pytest_generate_tests,
+)
+
+from tenxgraph.core.exceptions import InterruptPendingError, StaleStateError
+from tenxgraph.core.graph import CompiledGraph
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.utils import pending_interrupt, pending_interrupts
+
+MODES = ["before", "after", "dynamic"]
+
+#: (status, interrupt_node, current_node) of the paused thread, by mode.
+PAUSED = {
+    "before": ("interrupted_before", "two", "two"),
+    "after": ("interrupted_after", "one", "two"),
+    "dynamic": ("interrupted", "two", "two"),
+}
+
+
+def user(text: str) -> Message:
+    return Message.text_message(text)
+
+
+def texts(state_or_msgs: Any) -> list[str]:
+    msgs = state_or_msgs.context if isinstance(state_or_msgs, AgentState) else state_or_msgs
+    return [m.text() for m in msgs]
+
+
+async def versions(app: CompiledGraph, cfg: dict[str, Any]) -> list[int]:
+    return [s.version for s in await app.aget_state_history(dict(cfg))]
+
+
+def resume_input(mode: str, answer: str = "yes") -> dict[str, Any] | None:
+    """What a human sends to continue: an answer to ``interrupt()``, nothing for a static
+    pause (there, the human's input is an ``update_state`` edit)."""
+    return {"resume": answer} if mode == "dynamic" else None
+
+
+class Barrier:
+    """Wait until ``n`` tasks arrived (created inside the running event loop)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.count, self.event = n, 0, anyio.Event()
+
+    async def wait(self) -> None:
+        self.count += 1
+        if self.count >= self.n:
+            self.event.set()
+        with anyio.fail_after(20):
+            await self.event.wait()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_pause_is_durable_and_another_instance_resumes_it(
+    backend: Backend, tmp_path: Path, mode: str
+) -> None:
+    log = tmp_path / "log"
+    cp = backend.new()
+    app = chain(cp, log, mode=mode)
+    cfg = {"thread_id": f"t-pause-{mode}"}
+    res = await app.ainvoke({"messages": [user("u0")]}, dict(cfg))
+    status, node, current = PAUSED[mode]
+    assert res["interrupted"] is True
+    assert (res["interrupt"]["status"], res["interrupt"]["node"]) == (status, node)
+    st = await app.aget_state(dict(cfg))
+    assert st is not None
+    meta = st.execution_meta
+    assert (meta.status, meta.interrupt_node, meta.current_node) == (status, node, current)
+    if mode == "dynamic":
+        # one (step 0) ran; two (step 1) made its first interrupt() call
+        p = pending_interrupt(st)
+        assert p is not None and p["id"] == "two:1:1" and p["node"] == "two"
+        assert p["value"] == {"draft": "u0"} and p["message"] == "Approve the draft?"
+        assert pending_interrupts(st) == [p] == res["interrupt"]["data"]["interrupts"]
+        assert read_log(log) == ["one", "two:start"]
+    else:
+        assert pending_interrupt(st) is None
+        assert read_log(log) == ["one"]
+
+    other = chain(backend.peer(cp), log, mode=mode)
+    c2 = dict(cfg)
+    res2 = await other.ainvoke(resume_input(mode), c2)
+    assert "interrupted" not in res2
+    two = "two<-yes|u0" if mode == "dynamic" else "two<-u0"
+    assert texts(res2["messages"]) == [two, "three<-u0"]
+    final = await other.aget_state(dict(cfg))
+    assert final is not None and final.execution_meta.status == "completed"
+    assert texts(final) == ["u0", "one<-u0", two, "three<-u0"]
+    # Nothing before the pause ran again; a dynamic interrupt re-runs its node from the start.
+    expected = ["one", "two", "three"]
+    if mode == "dynamic":
+        expected = ["one", "two:start", "two:start", "two:yes", "three"]
+    assert read_log(log) == expected
+    assert (await versions(other, cfg))[0] == c2["_checkpoint_version"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_new_input_on_a_paused_thread_raises_writes_nothing_and_update_state_edits_it(
+    backend: Backend, tmp_path: Path, mode: str
+) -> None:
+    log = tmp_path / "log"
+    app = chain(backend.new(), log, mode=mode)
+    cfg = {"thread_id": f"t-pending-{mode}"}
+    await app.ainvoke({"messages": [user("u0")]}, dict(cfg))
+    paused = await app.aget_state(dict(cfg))
+    assert paused is not None
+    kept = await versions(app, cfg)
+
+    for new_input in ({"messages": [user("sneaky")]}, {"context_summary": "sneaky"}):
+        with pytest.raises(InterruptPendingError) as info:
+            await app.ainvoke(new_input, dict(cfg))
+        err = info.value
+        assert err.error_code == "GRAPH_008" and str(err).startswith("[GRAPH_008]")
+        assert err.context["thread_id"] == cfg["thread_id"]
+        assert err.context["node"] == PAUSED[mode][1]
+        ids = [p["id"] for p in pending_interrupts(paused)]
+        assert err.context["interrupt_ids"] == ids
+    # Nothing was written: same versions, same state.
+    assert await versions(app, cfg) == kept
+    again = await app.aget_state(dict(cfg))
+    assert again is not None and texts(again) == texts(paused)
+    assert again.execution_meta == paused.execution_meta and again.context_summary is None
+
+    # update_state edits the paused state (a new version) and keeps the pause.
+    edited = await app.aupdate_state(dict(cfg), {"messages": [user("edited")]})
+    assert edited.execution_meta.status == PAUSED[mode][0]
+    assert await versions(app, cfg) == [kept[0] + 1, *kept]
+    with pytest.raises(InterruptPendingError):
+        await app.ainvoke({"messages": [user("sneaky")]}, dict(cfg))
+
+    res = await app.ainvoke(resume_input(mode, "ok"), dict(cfg))
+    two = "two<-ok|edited" if mode == "dynamic" else "two<-edited"
+    assert texts(res["messages"]) == [two, "three<-edited"]
+    final = await app.aget_state(dict(cfg))
+    assert final is not None and final.execution_meta.status == "completed"
+    assert texts(final) == ["u0", "one<-u0", "edited", two, "three<-edited"]
+    assert "sneaky" not in texts(final)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_instances_resuming_one_paused_thread_at_once_exactly_one_wins(
+    backend: Backend, tmp_path: Path, mode: str
+) -> None:
+    log = tmp_path / "log"
+    cp = backend.new()
+    cfg = {"thread_id": f"t-race-{mode}"}
+    await chain(cp, log, mode=mode).ainvoke({"messages": [user("u0")]}, dict(cfg))
+    paused_version = (await versions(chain(cp, log, mode=mode), cfg))[0]
+
+    # Both instances read the paused version and run node two before either commits.
+    barrier = Barrier(2)
+    apps = {name: chain(backend.peer(cp), log, mode=mode, barrier=barrier.wait) for name in "AB"}
+    outcomes: dict[str, str] = {}
+
+    async def resume(name: str) -> None:
+        try:
+            await apps[name].ainvoke(resume_input(mode, name), dict(cfg))
+            outcomes[name] = "ok"
+        except StaleStateError as exc:
+            assert exc.error_code == "STORAGE_CONFLICT_000"
+            assert exc.context["expected_version"] == paused_version
+            outcomes[name] = "stale"
+
+    async with anyio.create_task_group() as tg:
+        for name in apps:
+            tg.start_soon(resume, name)
+    assert sorted(outcomes.values()) == ["ok", "stale"]
+    winner = next(n for n, o in outcomes.items() if o == "ok")
+    loser = next(n for n, o in outcomes.items() if o == "stale")
+
+    two = f"two<-{winner}|u0" if mode == "dynamic" else "two<-u0"
+    for app in (apps[winner], apps[loser]):  # the loser's instance sees the winner's run
+        final = await app.aget_state(dict(cfg))
+        assert final is not None and final.execution_meta.status == "completed"
+        assert texts(final) == ["u0", "one<-u0", two, "three<-u0"]
+    lines = read_log(log)
+    # No lease: both instances executed node two, only the winner went on.
+    assert lines.count("three") == 1 and lines.count("one") == 1
+    assert lines[-1] == "three"
+    # The loser, called again, finds nothing left to do.
+    res = await apps[loser].ainvoke(None, dict(cfg))
+    assert res["messages"] == [] and read_log(log) == lines
