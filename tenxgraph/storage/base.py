@@ -165,6 +165,15 @@ class ThreadInfo:
     updated_at: float
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> ThreadInfo:
+        """Build from a ``(thread_id, owner, version, status, created_at, updated_at,
+        metadata_json_bytes)`` row, the column order every tier's thread listing uses."""
+        from tenxgraph.storage import serde
+
+        tid, owner, version, status, created, updated, meta = row
+        return cls(tid, owner, version, status, created, updated, serde.loads(meta))
+
 
 @dataclass(slots=True)
 class LedgerEntry:

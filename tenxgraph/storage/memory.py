@@ -372,18 +372,7 @@ class MemoryStore:
         rows.sort(key=lambda r: (-r[5], r[0]))
         offset = max(offset or 0, 0)
         rows = rows[offset : None if limit is None else offset + max(limit, 0)]
-        return [
-            ThreadInfo(
-                thread_id=tid,
-                user_id=owner,
-                version=version,
-                status=status,
-                created_at=created,
-                updated_at=updated,
-                metadata=serde.loads(meta),
-            )
-            for tid, owner, version, status, created, updated, meta in rows
-        ]
+        return [ThreadInfo.from_row(row) for row in rows]
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread.

@@ -797,18 +797,7 @@ class PostgresStore:
         rows = await self._fetch(
             self._q[name], {"owner": user_id, "limit": limit, "offset": max(offset or 0, 0)}
         )
-        return [
-            ThreadInfo(
-                thread_id=tid,
-                user_id=owner,
-                version=version,
-                status=status,
-                created_at=created,
-                updated_at=updated,
-                metadata=serde.loads(meta),
-            )
-            for tid, owner, version, status, created, updated, meta in rows
-        ]
+        return [ThreadInfo.from_row(row) for row in rows]
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread (one statement).

@@ -560,18 +560,7 @@ class SqliteStore:
             rows = conn.execute(q.LIST_THREADS_ALL, page).fetchall()
         else:
             rows = conn.execute(q.LIST_THREADS_OWNER, (user_id, *page)).fetchall()
-        return [
-            ThreadInfo(
-                thread_id=tid,
-                user_id=owner,
-                version=version,
-                status=status,
-                created_at=created,
-                updated_at=updated,
-                metadata=serde.loads(meta),
-            )
-            for tid, owner, version, status, created, updated, meta in rows
-        ]
+        return [ThreadInfo.from_row(row) for row in rows]
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread.
