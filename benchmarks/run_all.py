@@ -1,0 +1,960 @@
+"""Run every benchmark and print one markdown report (tenxgraph vs LangGraph vs the floor).
+
+    python benchmarks/run_all.py                     # default: a few minutes
+    python benchmarks/run_all.py --out docs/benchmarks.md --json results.json
+    python benchmarks/run_all.py --quick             # smoke test: fewer samples, shorter runs
+
+Servers: ``--dsn`` (default ``$TENXBENCH_PG_DSN`` or ``postgresql://postgres@127.0.0.1:5432/test``;
+a superuser role, for the WAL and statement counters) and ``--redis-url`` (default
+``$TENXBENCH_REDIS_URL`` or ``redis://127.0.0.1:6379/0``). The run creates a private database
+``tenxbench_<random>`` and Redis keys under ``tenxbench:<random>:``, and removes both at the end.
+
+Method (see ``benchmarks/README.md``): every contender runs the same graph
+(``_workload.py``); one sample is one run of ``STEPS_PER_RUN`` steps timed with
+``perf_counter`` (wall) and ``process_time`` (client CPU); contenders are sampled in turn,
+round after round, at each history length; figures are medians with (min-max).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _concurrency import (  # noqa: E402
+    WorkerPool,
+    run_in_process_threads,
+    run_in_process_tx,
+    run_processes,
+)
+from _contenders import FLOOR_PAYLOAD_BYTES, Contender  # noqa: E402
+from _measure import (  # noqa: E402
+    PointResult,
+    Stat,
+    WireCount,
+    count_wire,
+    measure_points,
+    paired_growth,
+    paired_ratio,
+)
+from _pg import BenchDatabase, RoundTripProxy, StatementCounter, WalMeter, server_info  # noqa: E402
+from _setup import Setup  # noqa: E402
+from _workload import MESSAGE_CHARS, STEPS_PER_RUN  # noqa: E402
+
+DEFAULT_DSN = os.environ.get("TENXBENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_REDIS = os.environ.get("TENXBENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+#: Samples (runs) per contender at each history length: (default, --quick).
+SAMPLES = {0: (12, 4), 10: (8, 3), 100: (8, 3), 1000: (6, 3), 5000: (4, 2)}
+HISTORIES = (10, 100, 1000, 5000)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- machine ---------------------------------------------------------------------------------------
+def machine_info(dsn: str) -> dict[str, Any]:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "tenxgraph"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if rev and dirty:
+            rev += " + uncommitted changes"
+    except OSError:
+        rev = "?"
+    from importlib.metadata import version
+
+    def ver(pkg: str) -> str:
+        try:
+            return version(pkg)
+        except Exception:  # noqa: BLE001
+            return "-"
+
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "postgres": server_info(dsn),
+        "tenxgraph_rev": rev or "?",
+        "packages": {
+            p: ver(p)
+            for p in (
+                "langgraph",
+                "langgraph-checkpoint-postgres",
+                "psycopg",
+                "redis",
+                "pydantic",
+                "orjson",
+            )
+        },
+        "loadavg_start": _loadavg(),
+    }
+
+
+def _loadavg() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+# -- markdown helpers ------------------------------------------------------------------------------
+def fmt_stat(st: Stat | None, digits: int = 2, scale: float = 1.0) -> str:
+    return st.fmt(digits, scale) if st is not None else "-"
+
+
+def fmt_num(x: float | None, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_bytes(st: Stat | None) -> str:
+    if st is None:
+        return "-"
+    return f"{st.median:,.0f} ({st.min:,.0f}-{st.max:,.0f})"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+# -- the run -----------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    q = 1 if args.quick else 0
+    results: dict[str, Any] = {
+        "params": {
+            "steps_per_run": STEPS_PER_RUN,
+            "message_chars": MESSAGE_CHARS,
+            "floor_payload_bytes": FLOOR_PAYLOAD_BYTES,
+            "quick": args.quick,
+        }
+    }
+    results["machine"] = machine_info(args.dsn)
+    redis_url = args.redis_url if _redis_ok(args.redis_url) else None
+    if redis_url is None:
+        log(f"Redis at {args.redis_url} not answering: the Postgres+Redis+LRU store is skipped")
+    redis_prefix = f"tenxbench:{secrets.token_hex(4)}:"
+    workdir = tempfile.mkdtemp(prefix="tenxbench-")
+    t_start = time.perf_counter()
+    with BenchDatabase(args.dsn) as db:
+        log(f"bench database {db.name} (dropped at the end)")
+        wal = WalMeter(db)
+        results["wal_method"] = (
+            "pg_waldump: records of the bench database"
+            if wal.waldump
+            else f"LSN difference only ({wal.why_not})"
+        )
+        S = Setup(db, redis_url, redis_prefix, workdir)
+        pg_stores = ["postgres"] + (["postgres+redis"] if redis_url else [])
+        try:
+            # 1. Fresh thread: every store, per-step and end-of-run checkpoints.
+            fresh = [
+                S.tx("memory"),
+                S.tx("sqlite"),
+                *[S.tx(s) for s in pg_stores],
+                S.tx("memory", False),
+                S.tx("sqlite", False),
+                *[S.tx(s, False) for s in pg_stores],
+                S.tx("memory", sync_nodes=True),
+                S.tx("postgres", sync_nodes=True),
+                S.lg("memory"),
+                S.lg("postgres"),
+                S.lg("memory", "exit"),
+                S.lg("postgres", "exit"),
+                S.floor(),
+            ]
+            results["fresh"] = _points(fresh, [0], q, wal)
+            # 2. Growth with thread length (per-step checkpoints).
+            growth = [
+                S.tx("memory"),
+                S.tx("sqlite"),
+                *[S.tx(s) for s in pg_stores],
+                S.lg("memory"),
+                S.lg("postgres"),
+                S.floor(),
+            ]
+            results["growth"] = _points(growth, list(HISTORIES), q, wal)
+            # 3. Round trips, statements, commits on the wire and on the server.
+            if not args.skip_wire:
+                results["wire"] = _wire(S, db, wal, pg_stores, q)
+            # 4. Concurrency.
+            if not args.skip_concurrency:
+                results["concurrency"] = _concurrency(S, db, pg_stores, q)
+            # 5. Replay of the bundled trajectories.
+            if not args.skip_replay:
+                results["replay"] = _replays(S, db, q, args.replay_limit)
+        finally:
+            wal.close()
+            _cleanup_redis(redis_url, redis_prefix)
+    results["machine"]["loadavg_end"] = _loadavg()
+    results["elapsed_s"] = time.perf_counter() - t_start
+    return results
+
+
+def _redis_ok(url: str | None) -> bool:
+    if not url:
+        return False
+    try:
+        import redis
+
+        r = redis.Redis.from_url(url, socket_connect_timeout=1)
+        ok = bool(r.ping())
+        r.close()
+        return ok
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _cleanup_redis(url: str | None, prefix: str) -> None:
+    if not url:
+        return
+    import redis
+
+    r = redis.Redis.from_url(url)
+    try:
+        keys = list(r.scan_iter(match=prefix + "*", count=1000))
+        for i in range(0, len(keys), 500):
+            r.delete(*keys[i : i + 500])
+    finally:
+        r.close()
+
+
+def _points(
+    contenders: list[Contender], histories: list[int], q: int, wal: WalMeter
+) -> dict[str, Any]:
+    """Measure ``contenders`` at every history length, all interleaved (see measure_points)."""
+    out: dict[str, Any] = {"contenders": [c.name for c in contenders], "points": {}}
+    for c in contenders:
+        c.open()
+    try:
+        log(f"measuring {len(contenders)} contenders at {histories} messages of history ...")
+        t0 = time.perf_counter()
+        out["points"] = measure_points(
+            contenders, {h: SAMPLES[h][q] for h in histories}, wal=wal, log=log
+        )
+        log(f"  done in {time.perf_counter() - t0:.1f} s")
+    finally:
+        for c in contenders:
+            c.close()
+    return out
+
+
+def _wire(
+    S: Setup, db: BenchDatabase, wal: WalMeter, pg_stores: list[str], q: int
+) -> dict[str, Any]:
+    log("counting round trips and statements ...")
+    proxy = RoundTripProxy(db.host, db.port)
+    rproxy = None
+    if S.redis_url:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(S.redis_url)
+        rproxy = RoundTripProxy(u.hostname or "127.0.0.1", u.port or 6379, protocol="raw")
+    counter = StatementCounter(db)
+    makers: list[Callable[[str, str | None], Contender]] = []
+    for s in pg_stores:
+        makers.append(lambda dsn, rurl, s=s: S.tx(s, dsn=dsn, redis_url=rurl))
+        makers.append(lambda dsn, rurl, s=s: S.tx(s, False, dsn=dsn, redis_url=rurl))
+    makers.append(lambda dsn, rurl: S.lg("postgres", dsn=dsn))
+    makers.append(lambda dsn, rurl: S.lg("postgres", "exit", dsn=dsn))
+    makers.append(lambda dsn, rurl: S.floor(dsn))
+    rows: list[WireCount] = []
+    try:
+        for history in (0, 1000):
+            for make in makers:
+                rows.append(
+                    count_wire(
+                        make,
+                        db.dsn,
+                        proxy,
+                        counter,
+                        wal,
+                        history,
+                        runs=3 if q else 5,
+                        redis_proxy=rproxy,
+                        redis_url=S.redis_url,
+                    )
+                )
+    finally:
+        proxy.close()
+        if rproxy is not None:
+            rproxy.close()
+        counter.close()
+    return {"method": counter.method or "none (wire counts only)", "why": counter.why, "rows": rows}
+
+
+def _concurrency(S: Setup, db: BenchDatabase, pg_stores: list[str], q: int) -> dict[str, Any]:
+    duration = 1.5 if q else 2.5
+    counts = (1, 2, 4, 8)
+    rows = []
+    log("concurrency: starting 8 worker processes ...")
+    pool = WorkerPool(max(counts))
+    try:
+        specs = []
+        for s in pg_stores:
+            c = S.tx(s)
+            specs.append(
+                {
+                    "kind": "tenxgraph",
+                    "name": c.name,
+                    "store": s,
+                    "dsn": db.dsn,
+                    "redis_url": S.redis_url,
+                    "redis_prefix": S.redis_prefix,
+                    "schema": c.schema + "_mp",
+                }
+            )
+        lg = S.lg("postgres")
+        lg_spec = {"kind": "langgraph", "name": lg.name, "store": "postgres", "dsn": db.dsn}
+        configs: list[tuple[dict[str, Any], int, str]] = []
+        for n in counts:
+            for spec in specs:
+                # Postgres+Redis only where its cache matters: instances taking turns on one thread.
+                for mode in ("separate", "shared") if spec["store"] == "postgres" else ("shared",):
+                    configs.append((spec, n, mode))
+            configs.append((lg_spec, n, "separate"))
+        repeats = 1 if q else 2
+        for rep in range(repeats):  # every configuration once, then again: drift hits all alike
+            for spec, n, mode in configs:
+                log(f"  [{rep + 1}/{repeats}] {spec['name']}: {n} processes, {mode} thread(s)")
+                rows.append(run_processes(pool, spec, n, mode, duration))
+    finally:
+        pool.close()
+    log("concurrency: one process, 8 concurrent callers, pool of 20 ...")
+    inproc = []
+    callers = [
+        S.tx("postgres", pool_max=20, tag=" pool20"),
+        S.lg("postgres", pool_max=20),
+        S.floor(),
+    ]
+    for c in callers:
+        c.open()
+    try:
+        for _ in range(1 if q else 2):
+            for c in callers:
+                fn = run_in_process_tx if c.family == "tenxgraph" else run_in_process_threads
+                inproc.append(fn(c, 8, duration))
+    finally:
+        for c in callers:
+            c.close()
+    return {"duration_s": duration, "processes": rows, "in_process": inproc}
+
+
+def _replays(S: Setup, db: BenchDatabase, q: int, limit: int | None) -> list[Any]:
+    import asyncio
+
+    from _replay import load, replay
+
+    from tenxgraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
+
+    trajs = load(limit=(10 if q else limit))
+    out = []
+    log(f"replay: {len(trajs)} recorded conversations ...")
+
+    async def one(store: str, concurrency: int) -> Any:
+        if store == "SQLite":
+            cp: Any = SqliteCheckpointer(os.path.join(S.workdir, f"replay-{concurrency}.sqlite"))
+        else:
+            cp = PgCheckpointer(
+                db.dsn, schema=f"replay_{concurrency}", pool_config={"max_size": 20}
+            )
+        await cp.asetup()
+        try:
+            return await replay(store, cp, trajs, concurrency)
+        finally:
+            await cp.aclose()
+
+    for store in ("SQLite", "Postgres"):
+        for conc in (1, 8):
+            log(f"  {store}, {conc} conversation(s) at a time")
+            out.append(asyncio.run(one(store, conc)))
+    return out
+
+
+# -- report ------------------------------------------------------------------------------------------
+def render(res: dict[str, Any]) -> str:
+    m = res["machine"]
+    pg = m["postgres"]
+    lines: list[str] = []
+    add = lines.append
+    add("## Machine\n")
+    add(f"- {m['cores']} cores ({m['cpu']}), {m['os']}, Python {m['python']}")
+    add(
+        f"- PostgreSQL {pg['version']} (fsync={pg['fsync']}, synchronous_commit={pg['synchronous_commit']}, "
+        f"full_page_writes={pg['full_page_writes']}), same machine"
+    )
+    pk = m["packages"]
+    add(
+        f"- tenxgraph {m['tenxgraph_rev']}; LangGraph {pk['langgraph']}, langgraph-checkpoint-postgres "
+        f"{pk['langgraph-checkpoint-postgres']}, psycopg {pk['psycopg']}, pydantic {pk['pydantic']}"
+    )
+    add(
+        f"- load average (1/5/15 min) at start {m['loadavg_start']}, at end {m.get('loadavg_end', '?')}; "
+        f"run took {res.get('elapsed_s', 0):.0f} s"
+    )
+    p = res["params"]
+    add(
+        f"- workload: {p['steps_per_run']} steps per run, one ~{p['message_chars']}-character message per step; "
+        f"floor payload {p['floor_payload_bytes']} bytes; WAL bytes by {res.get('wal_method', '?')}"
+    )
+    add("")
+    add(
+        "Figures are medians with (min-max) over the samples; one sample is one run of "
+        f"{p['steps_per_run']} steps. ms/step is wall time; CPU is the client process's CPU time (user + "
+        "system, all threads). Ratios are computed per round (the samples of one round are taken back to back) "
+        "and given as the median of the per-round ratios with their (min-max).\n"
+    )
+
+    fresh = res.get("fresh")
+    if fresh:
+        pts: dict[str, PointResult] = fresh["points"][0]
+        floor = _find(pts, "floor")
+        add("## Fresh thread: every store, per-step and end-of-run checkpoints\n")
+        rows = []
+        for name, r in pts.items():
+            saver = (
+                "PostgresSaver"
+                if ("Postgres" in name or "SQLite" in name or "floor" in name)
+                else "InMemorySaver"
+            )
+            ref = pts.get(
+                f"LangGraph {saver}" + (" (durability=exit)" if "end of run" in name else "")
+            )
+            vs = (
+                paired_ratio(ref, r)
+                if ref is not None and ref is not r and not name.startswith("LangGraph")
+                else None
+            )
+            vf = (
+                paired_ratio(r, floor)
+                if floor is not None and r.contender != floor.contender and "Postgres" in name
+                else None
+            )
+            rows.append(
+                [
+                    name,
+                    fmt_stat(r.ms),
+                    fmt_num(r.steps_per_s, 0),
+                    fmt_stat(r.cpu_ms, 3),
+                    fmt_stat(vs, 1) + ("x" if vs else ""),
+                    fmt_stat(vf, 2) + ("x" if vf else ""),
+                ]
+            )
+        add(
+            table(
+                [
+                    "contender",
+                    "ms/step",
+                    "steps/s",
+                    "client CPU ms/step",
+                    "speed-up vs LangGraph (same store kind)",
+                    "x floor",
+                ],
+                rows,
+            )
+        )
+        add(
+            "\nspeed-up = LangGraph ms/step / this ms/step, against LangGraph with the same kind of store "
+            "(PostgresSaver for Postgres, SQLite and the floor; InMemorySaver for memory) and the same "
+            'checkpointing (durability="sync" for per-step rows, "exit" for end-of-run rows); '
+            "x floor = this ms/step / floor ms/step.\n"
+        )
+
+    growth = res.get("growth")
+    if growth:
+        points: dict[int, dict[str, PointResult]] = growth["points"]
+        hs = sorted(points)
+        names = growth["contenders"]
+        add("## Growth with thread length (per-step checkpoints)\n")
+        add("ms/step:\n")
+        rows = []
+        for n in names:
+            r = [n] + [fmt_stat(points[h][n].ms) for h in hs]
+            g = paired_growth(points[hs[0]][n], points[hs[-1]][n])
+            r.append(fmt_stat(g) + "x" if g else "-")
+            rows.append(r)
+        add(table(["contender"] + [f"{h:,} msgs" for h in hs] + [f"{hs[-1]:,} / {hs[0]:,}"], rows))
+        add("\nclient CPU ms/step:\n")
+        rows = []
+        for n in names:
+            r = [n] + [fmt_stat(points[h][n].cpu_ms, 3) for h in hs]
+            g = paired_growth(points[hs[0]][n], points[hs[-1]][n], "cpu_ms_per_step")
+            r.append(fmt_stat(g) + "x" if g else "-")
+            rows.append(r)
+        add(table(["contender"] + [f"{h:,} msgs" for h in hs] + [f"{hs[-1]:,} / {hs[0]:,}"], rows))
+        add(
+            f"\nAll history lengths are sampled in the same rounds, so the last column's (min-max) is that of "
+            f"the per-round ratio {hs[-1]:,} / {hs[0]:,}.\n"
+        )
+        add("\nRatios, side by side (median of the per-round ratios, with their min-max):\n")
+        rows = []
+        for n in names:
+            if not n.startswith("tenxgraph"):
+                continue
+            ref_name = "LangGraph InMemorySaver" if "memory" in n else "LangGraph PostgresSaver"
+            r = [n]
+            for h in hs:
+                ref = points[h].get(ref_name)
+                me = points[h][n]
+                sp = paired_ratio(ref, me) if ref else None
+                cell = (fmt_stat(sp, 1) + "x faster") if sp else "-"
+                if "Postgres" in n:
+                    fl = _find(points[h], "floor")
+                    xf = paired_ratio(me, fl) if fl else None
+                    cell += f"; {fmt_stat(xf, 2)}x floor" if xf else ""
+                r.append(cell)
+            rows.append(r)
+        add(table(["tenxgraph store (reference)"] + [f"{h:,} msgs" for h in hs], rows))
+        add(
+            "\nmemory rows compare with LangGraph InMemorySaver, the others with LangGraph PostgresSaver.\n"
+        )
+        add("## Bytes written per step\n")
+        fresh_pts = (res.get("fresh") or {}).get("points", {}).get(0, {})
+        rows = []
+        for n in names:
+            cells = []
+            any_val = False
+            for h in [0, *hs]:
+                r = fresh_pts.get(n) if h == 0 else points[h][n]
+                if r is None:
+                    cells.append("-")
+                    continue
+                if r.wal_db_bytes:
+                    cells.append(fmt_bytes(r.wal_db_per_step()))
+                    any_val = True
+                elif r.sqlite_bytes:
+                    cells.append(fmt_bytes(r.sqlite_per_step()))
+                    any_val = True
+                else:
+                    cells.append("-")
+            if any_val:
+                kind = "SQLite row bytes" if "SQLite" in n else "WAL bytes (this database)"
+                rows.append([n, kind] + cells)
+        add(table(["contender", "measure", "fresh thread"] + [f"{h:,} msgs" for h in hs], rows))
+        rows = []
+        for n in names:
+            cells = [fmt_bytes(points[h][n].wal_lsn_per_step()) for h in hs]
+            if any(c != "-" for c in cells):
+                rows.append([n] + cells)
+        if rows:
+            add(
+                "\nFor reference, the raw `pg_current_wal_lsn()` difference per step (cluster-wide: includes "
+                "whatever other clients of the server wrote meanwhile):\n"
+            )
+            add(table(["contender"] + [f"{h:,} msgs" for h in hs], rows))
+        add("")
+
+    wire = res.get("wire")
+    if wire:
+        add("## Round trips, statements and commits per step\n")
+        add(
+            f"Server-side statement counts by {wire['method']}; round trips counted on the wire by a TCP relay "
+            "(one round trip = the client waits for the server's answer); commits = COMMIT records in the WAL "
+            "of transactions that wrote to the bench database. Per step, over 5 runs of "
+            f"{STEPS_PER_RUN} steps; a run also reads the thread once.\n"
+        )
+        rows = []
+        for w in wire["rows"]:
+            stm = w.server_statements
+            st_txt = (
+                ", ".join(f"{k} {v / (w.runs * STEPS_PER_RUN):.2f}" for k, v in sorted(stm.items()))
+                if stm
+                else "-"
+            )
+            rows.append(
+                [
+                    w.contender,
+                    f"{w.history:,}",
+                    f"{w.turnarounds_per_step:.2f}",
+                    f"{w.prepare_trips_per_step:.2f}",
+                    fmt_num(w.redis_trips_per_step) if w.redis_trips_per_step is not None else "-",
+                    fmt_num(w.write_commits_per_step),
+                    f"{w.statements_per_step:.2f}",
+                    st_txt,
+                    f"{w.client_bytes_per_step:,.0f}",
+                ]
+            )
+        add(
+            table(
+                [
+                    "contender",
+                    "history",
+                    "Postgres round trips/step",
+                    "of which prepare-only",
+                    "Redis round trips/step",
+                    "commits/step",
+                    "statements/step (wire)",
+                    "statements/step on the server, by kind",
+                    "bytes sent/step",
+                ],
+                rows,
+            )
+        )
+        add("")
+
+    conc = res.get("concurrency")
+    if conc:
+        add(f"## Concurrency ({conc['duration_s']:.0f} s per configuration)\n")
+        add(
+            "Worker processes, each with its own checkpointer and pool, on separate threads or all on one shared "
+            "thread (calling again after `StaleStateError`). Steps are counted on the server (thread versions); "
+            "conflict rate = failed compare-and-swap writes / write attempts.\n"
+        )
+        groups: dict[tuple[str, str, int], list[Any]] = {}
+        for r in conc["processes"]:
+            groups.setdefault((r.contender, r.mode, r.workers), []).append(r)
+        rows = []
+        for (name, mode, workers), rs in sorted(
+            groups.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])
+        ):
+            sps = Stat.of([r.steps_per_s for r in rs])
+            cr = Stat.of([r.conflict_rate * 100 for r in rs])
+            errs: dict[str, int] = {}
+            for r in rs:
+                for k, v in r.error_types.items():
+                    errs[k] = errs.get(k, 0) + v
+            rows.append(
+                [
+                    name,
+                    mode,
+                    str(workers),
+                    fmt_stat(sps, 0),
+                    (fmt_stat(cr, 1) + " %") if mode == "shared" and cr else "-",
+                    str(sum(r.errors for r in rs)) + (f" {errs}" if errs else ""),
+                ]
+            )
+        n_rep = max(len(rs) for rs in groups.values()) if groups else 0
+        add(f"Each configuration ran {n_rep} time(s), interleaved; median (min-max).\n")
+        add(
+            table(
+                [
+                    "contender",
+                    "thread(s)",
+                    "processes",
+                    "steps/s (aggregate)",
+                    "conflict rate",
+                    "other errors",
+                ],
+                rows,
+            )
+        )
+        add(
+            "\nLangGraph has no compare-and-swap: concurrent writers to one thread are not detected, so the shared-"
+            "thread configuration is not run for it.\n"
+        )
+        add(
+            "One process, 8 concurrent callers on separate threads, pool of 20 connections (the floor: 8 threads, "
+            "one connection each):\n"
+        )
+        ip: dict[str, list[Any]] = {}
+        for r in conc["in_process"]:
+            ip.setdefault(r.contender, []).append(r)
+        rows = [
+            [
+                name,
+                fmt_stat(Stat.of([r.steps_per_s for r in rs]), 0),
+                str(sum(r.errors for r in rs)),
+            ]
+            for name, rs in ip.items()
+        ]
+        add(table(["contender", "steps/s (floor: commits/s), median (min-max)", "errors"], rows))
+        add("")
+
+    rep = res.get("replay")
+    if rep:
+        add("## Replay of the bundled real trajectories\n")
+        r0 = rep[0]
+        add(
+            f"{r0.conversations} recorded conversations ({r0.turns} user turns, {r0.messages} messages, "
+            f"{r0.tool_calls} tool calls, {r0.steps} node executions) from `tenxgraph/data/*.jsonl`, replayed end "
+            "to end (Agent + ToolNode with the idempotency ledger, replay model and tools), per-step checkpoints; "
+            "each thread is compared with its recording afterwards.\n"
+        )
+        rows = [
+            [
+                r.store,
+                str(r.concurrency),
+                f"{r.turns_per_s:,.1f}",
+                f"{r.steps_per_s:,.0f}",
+                f"{r.wall_s:.1f}",
+                f"{r.cpu_s * 1e3 / r.steps:.2f}",
+                str(r.mismatches),
+            ]
+            for r in rep
+        ]
+        add(
+            table(
+                [
+                    "store",
+                    "conversations in flight",
+                    "turns/s",
+                    "steps/s",
+                    "wall s",
+                    "client CPU ms/step",
+                    "threads differing from the recording",
+                ],
+                rows,
+            )
+        )
+        add("")
+
+    add(render_goals(res))
+    return "\n".join(lines)
+
+
+def _find(pts: dict[str, PointResult], prefix: str) -> PointResult | None:
+    for name, r in pts.items():
+        if name.startswith(prefix) and "durability" not in name:
+            return r
+    return None
+
+
+def render_goals(res: dict[str, Any]) -> str:
+    """The goals of DESIGN.md section 7 / issue 7, each with its measured value."""
+    rows: list[list[str]] = []
+    growth = res.get("growth", {}).get("points", {})
+    fresh = res.get("fresh", {}).get("points", {}).get(0, {})
+
+    def verdict(ok: bool | None) -> str:
+        return "-" if ok is None else ("met" if ok else "**missed**")
+
+    txpg = fresh.get("tenxgraph Postgres")
+    lgpg = fresh.get("LangGraph PostgresSaver")
+    fl = _find(fresh, "floor")
+    if txpg and lgpg and fl:
+        ms = txpg.ms
+        rows.append(
+            [
+                "ms per durable step on Postgres, fresh thread (target <= 0.8 ms)",
+                fmt_stat(ms),
+                verdict(ms.median <= 0.8) if ms else "-",
+            ]
+        )
+    wire = res.get("wire", {}).get("rows", [])
+    for w in wire:
+        if w.contender == "tenxgraph Postgres":
+            per_write = w.turnarounds_per_step - w.prepare_trips_per_step - 1 / STEPS_PER_RUN
+            rows.append(
+                [
+                    f"round trips / commits per durable step at {w.history:,} msgs (target 1 / 1)",
+                    f"{w.turnarounds_per_step:.2f} round trips = {per_write:.2f} per checkpoint write "
+                    f"+ 0.10 (1 read per run of {STEPS_PER_RUN}) + {w.prepare_trips_per_step:.2f} "
+                    f"(statement prepares); {fmt_num(w.write_commits_per_step)} commits",
+                    verdict(per_write <= 1.0 and (w.write_commits_per_step or 0) <= 1.0),
+                ]
+            )
+    targets = {0: 3, 100: 6, 1000: 30, 5000: 100}
+    for h, need in targets.items():
+        pts = fresh if h == 0 else growth.get(h, {})
+        me, ref, f = (
+            pts.get("tenxgraph Postgres"),
+            pts.get("LangGraph PostgresSaver"),
+            _find(pts, "floor"),
+        )
+        if me and ref:
+            sp = paired_ratio(ref, me)
+            rows.append(
+                [
+                    f"speed-up vs LangGraph PostgresSaver at {'a fresh thread' if h == 0 else f'{h:,} msgs'} "
+                    f"(target >= {need}x)",
+                    fmt_stat(sp, 1) + "x",
+                    verdict(sp.median >= need),
+                ]
+            )
+        if me and f:
+            xf = paired_ratio(me, f)
+            rows.append(
+                [
+                    f"x floor at {'a fresh thread' if h == 0 else f'{h:,} msgs'} (target <= 1.5x)",
+                    fmt_stat(xf, 2) + "x",
+                    verdict(xf.median <= 1.5),
+                ]
+            )
+    if growth:
+        hs = sorted(growth)
+        for n in growth[hs[0]]:
+            if not n.startswith("tenxgraph"):
+                continue
+            a, b = growth[hs[0]][n].ms, growth[hs[-1]][n].ms
+            g = paired_growth(growth[hs[0]][n], growth[hs[-1]][n])
+            gc = paired_growth(growth[hs[0]][n], growth[hs[-1]][n], "cpu_ms_per_step")
+            if a and b and g and gc:
+                rows.append(
+                    [
+                        f"{n}: per-step cost at {hs[-1]:,} / at {hs[0]:,} msgs (target <= 1.2x)",
+                        f"wall {fmt_stat(g)}x ({a.median:.2f} -> {b.median:.2f} ms); "
+                        f"client CPU {fmt_stat(gc)}x",
+                        verdict(g.median <= 1.2 and gc.median <= 1.2),
+                    ]
+                )
+        for n in growth[hs[0]]:
+            if n.startswith("tenxgraph Postgres"):
+                a, b = growth[hs[0]][n].wal_db_per_step(), growth[hs[-1]][n].wal_db_per_step()
+                if a and b:
+                    rows.append(
+                        [
+                            f"{n}: WAL bytes/step {hs[0]:,} -> {hs[-1]:,} msgs (target flat, <= 3 KB)",
+                            f"{a.median:,.0f} -> {b.median:,.0f}",
+                            verdict(b.median <= 3072 and b.median <= 1.2 * a.median),
+                        ]
+                    )
+            if n.startswith("tenxgraph Postgres") or n == "tenxgraph memory":
+                a, b = growth[hs[0]][n].cpu_ms, growth[hs[-1]][n].cpu_ms
+                if a and b:
+                    rows.append(
+                        [
+                            f"{n}: client CPU ms/step (target <= 0.3, flat)",
+                            f"{a.median:.3f} -> {b.median:.3f}",
+                            verdict(b.median <= 0.3 and a.median <= 0.3),
+                        ]
+                    )
+        for h in (hs[0], hs[-1]):
+            me, ref = growth[h].get("tenxgraph memory"), growth[h].get("LangGraph InMemorySaver")
+            if me and ref:
+                sp = paired_ratio(ref, me)
+                rows.append(
+                    [
+                        f"memory store vs InMemorySaver at {h:,} msgs (target >= 5x)",
+                        fmt_stat(sp, 1) + "x",
+                        verdict(sp.median >= 5),
+                    ]
+                )
+    me, ref = fresh.get("tenxgraph memory"), fresh.get("LangGraph InMemorySaver")
+    if me and ref:
+        sp = paired_ratio(ref, me)
+        rows.append(
+            [
+                "memory store vs InMemorySaver, fresh thread (target >= 5x)",
+                fmt_stat(sp, 1) + "x",
+                verdict(sp.median >= 5),
+            ]
+        )
+    conc = res.get("concurrency")
+    if conc:
+        st = Stat.of(
+            [r.steps_per_s for r in conc["in_process"] if r.contender.startswith("tenxgraph")]
+        )
+        if st:
+            rows.append(
+                [
+                    "one process, 8 concurrent callers, pool 20 (target >= 2,000 steps/s)",
+                    f"{fmt_stat(st, 0)} steps/s",
+                    verdict(st.median >= 2000),
+                ]
+            )
+    if not rows:
+        return ""
+    return (
+        "## Goals (DESIGN.md section 7, issue 7)\n\n"
+        + table(["goal", "measured", "verdict"], rows)
+        + "\n"
+    )
+
+
+def to_json(res: dict[str, Any]) -> Any:
+    def conv(x: Any) -> Any:
+        if hasattr(x, "as_dict"):
+            return conv(x.as_dict())
+        if isinstance(x, dict):
+            return {str(k): conv(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [conv(v) for v in x]
+        return x
+
+    return conv(res)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--dsn", default=DEFAULT_DSN, help="Postgres server (superuser role)")
+    ap.add_argument("--redis-url", default=DEFAULT_REDIS)
+    ap.add_argument(
+        "--quick", action="store_true", help="fewer samples and shorter runs (smoke test)"
+    )
+    ap.add_argument(
+        "--out", help="also write the report to this markdown file (e.g. docs/benchmarks.md)"
+    )
+    ap.add_argument("--json", help="also write every measurement to this JSON file")
+    ap.add_argument(
+        "--replay-limit",
+        type=int,
+        default=30,
+        help="recorded conversations to replay (default 30 of 122; 0 = all)",
+    )
+    ap.add_argument("--skip-wire", action="store_true")
+    ap.add_argument("--skip-concurrency", action="store_true")
+    ap.add_argument("--skip-replay", action="store_true")
+    args = ap.parse_args(argv)
+    if args.replay_limit == 0:
+        args.replay_limit = None
+    res = run(args)
+    report = render(res)
+    print(report)
+    if args.out:
+        out = Path(args.out)
+        old = out.read_text(encoding="utf-8") if out.exists() else None
+        out.write_text(_page(report, old), encoding="utf-8")
+        log(f"wrote {args.out}")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(to_json(res), indent=1, default=str), encoding="utf-8"
+        )
+        log(f"wrote {args.json}")
+    return 0
+
+
+START, END = "<!-- run_all:start -->", "<!-- run_all:end -->"
+
+
+def _page(report: str, old: str | None) -> str:
+    """The results page: ``report`` between the markers of ``old`` (text around them is kept,
+    so a page can carry a hand-written analysis), or a new page."""
+    block = f"{START}\n{report}\n{END}"
+    if old and START in old and END in old:
+        head, rest = old.split(START, 1)
+        return head + block + rest.split(END, 1)[1]
+    return (
+        "# Benchmarks\n\n"
+        "The latest results of `python benchmarks/run_all.py` (see `benchmarks/README.md` for the method and "
+        "how to reproduce them).\n\n" + block + "\n"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
