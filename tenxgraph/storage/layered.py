@@ -10,13 +10,19 @@ checkpointer ──> LayeredStore ──> caches[0] (LRU) ──> caches[1] (Red
   (``shared = False``, the LRU) is used only after a cheap validation, so an instance whose
   LRU is old never gives a run a stale state (and the run a spurious ``StaleStateError``): its
   version must equal the thread's version stamp in a shared tier that keeps one (Redis, one
-  ``GET``), or, without such a tier or while its stamps are not trusted (Redis failing or
-  just back from an outage), the source's ``current_version``. A hit in a shared tier is
+  ``MGET`` of the stamp and the pending floor), or, without such a tier, while its stamps are
+  not trusted (Redis failing or just back from an outage) or while a write of the thread is
+  in flight, the source's ``current_version``. A hit in a shared tier is
   trusted as it is, except when this read already learned the latest version (it must then
   match) or while the stamps are not trusted (then it is checked against the source too).
   Reads of a given version and ``history`` go to the source.
-* **Writes** go to the source first (the compare-and-swap decides), then through to every
-  cache tier with only the new message rows (``put(record, new_messages)``). When the source
+* **Writes** first announce the version they are about to write to every tier that tracks
+  writes in flight (``mark_pending(key, version)``: Redis raises the thread's pending floor,
+  one ``EVALSHA``), then go to the source (the compare-and-swap decides), then through to
+  every cache tier with only the new message rows (``put(record, new_messages)``), which
+  settles the announcement. A writer that dies (or whose write-through is lost) after its
+  commit thus leaves the shared tier reporting a write in flight, never the old version as
+  the latest; see :mod:`tenxgraph.storage.redis`. When the source
   refuses the write (``StaleStateError``, forbidden, or any other failure whose outcome is
   unknown) the thread is dropped from every cache tier before the error is re-raised, and a
   ``tenxgraph.cache.invalidated`` span event is added.
@@ -121,6 +127,11 @@ class LayeredStore:
         self.validate = validate
         self._stamper: Any = next(
             (c for c in self.caches if callable(getattr(c, "read_stamp", None))), None
+        )
+        # Tiers that track writes in flight (Redis): told before every source write; their
+        # ``invalidate`` accepts ``deleted=True`` (the thread was deleted in the source).
+        self._markers: tuple[Any, ...] = tuple(
+            c for c in self.caches if callable(getattr(c, "mark_pending", None))
         )
         self._stats = {
             "reads": 0,
@@ -243,7 +254,10 @@ class LayeredStore:
     async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
         """Compare-and-swap ``w`` in the source, then write it through to every cache tier.
 
-        Each cache tier receives ``put(record, new_messages=w.new_messages)``: only the new
+        First, tiers that track writes in flight receive ``mark_pending(key, version)`` (Redis:
+        one ``EVALSHA``), so that until this write-through reaches them they never report the
+        previous version as the latest, even if this process dies in between. Then each cache
+        tier receives ``put(record, new_messages=w.new_messages)``: only the new
         rows, applied on top of the previous version it holds. Cache failures are logged and
         ignored. The checkpointer may then call :meth:`attach_decoded` with the decoded
         message objects.
@@ -260,6 +274,8 @@ class LayeredStore:
                 caches dropped the thread (the write may or may not have committed).
         """
         key = ThreadKey(w.thread_id, w.user_id)
+        if self._markers:
+            await self._mark_pending(key, w.expected_version + 1)
         try:
             rec = await self.source.write(w)
         except StorageError as exc:
@@ -328,7 +344,7 @@ class LayeredStore:
             raise
         if self.caches:
             with anyio.CancelScope(shield=True):
-                await self._invalidate_all(key, "deleted")
+                await self._invalidate_all(key, "deleted", deleted=True)
         return existed
 
     # ------------------------------------------------------------------ delegated
@@ -359,13 +375,13 @@ class LayeredStore:
         """Number of ledger rows of the thread, from the source."""
         return await self.source.ledger_count(key)
 
-    async def set_stop(self, key: ThreadKey, requested: bool) -> None:
-        """Set or clear the thread's durable stop flag in the source."""
-        await self.source.set_stop(key, requested)
+    async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
+        """Record or withdraw the caller's timed stop request in the source."""
+        await self.source.set_stop(key, requested, at)
 
-    async def get_stop(self, key: ThreadKey) -> bool:
-        """Whether a stop is requested for the thread, from the source."""
-        return await self.source.get_stop(key)
+    async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
+        """Whether the caller has a stop request (at or after ``since``), from the source."""
+        return await self.source.get_stop(key, since)
 
     # ------------------------------------------------------------------ stats
 
@@ -442,23 +458,39 @@ class LayeredStore:
             self._cache_failed(cache, exc, "put")
             await self._cache_invalidate(cache, ThreadKey(rec.thread_id, rec.user_id))
 
-    async def _cache_invalidate(self, cache: CacheTier, key: ThreadKey) -> None:
-        """``cache.invalidate``, logging (never raising) a failure."""
+    async def _cache_invalidate(
+        self, cache: CacheTier, key: ThreadKey, *, deleted: bool = False
+    ) -> None:
+        """``cache.invalidate`` (``deleted=True`` passed on to tiers tracking writes in
+        flight), logging (never raising) a failure."""
         try:
-            await cache.invalidate(key)
+            if deleted and cache in self._markers:
+                await cache.invalidate(key, deleted=True)  # type: ignore[call-arg]
+            else:
+                await cache.invalidate(key)
         except Exception as exc:
             self._cache_failed(cache, exc, "invalidate")
+
+    async def _mark_pending(self, key: ThreadKey, version: int) -> None:
+        """Announce the write of ``version`` to every tier tracking writes in flight, before
+        the source write; a failure is logged, never raised (the tier handles its own)."""
+        for cache in self._markers:
+            try:
+                await cache.mark_pending(key, version)
+            except Exception as exc:
+                self._cache_failed(cache, exc, "mark_pending")
 
     async def _fill(self, tiers: Sequence[CacheTier], rec: StoredCheckpoint) -> None:
         """Put the complete ``rec`` into ``tiers``, nearest the source first."""
         for cache in reversed(tiers):
             await self._cache_put(cache, rec)
 
-    async def _invalidate_all(self, key: ThreadKey, reason: str) -> None:
-        """Drop the thread from every cache tier; span event with ``reason``."""
+    async def _invalidate_all(self, key: ThreadKey, reason: str, *, deleted: bool = False) -> None:
+        """Drop the thread from every cache tier (``deleted``: it was deleted in the source);
+        span event with ``reason``."""
         self._stats["invalidations"] += 1
         for cache in self.caches:
-            await self._cache_invalidate(cache, key)
+            await self._cache_invalidate(cache, key, deleted=deleted)
         _event(
             EVENT.CACHE_INVALIDATED,
             {ATTR.THREAD_ID: key.thread_id, ATTR.INVALIDATION_REASON: reason},

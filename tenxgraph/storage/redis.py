@@ -16,12 +16,29 @@ Key layout (every key of a thread shares one hash tag, so the layout works on Re
 * ``{prefix}{<thread_id>}:ver``: the version stamp, ``"<version>:<created_at ms>:<owner>"``,
   set to the new version by every write-through, even when the data keys cannot be updated.
   :class:`~tenxgraph.storage.layered.LayeredStore` validates an in-process LRU entry against it
-  with one ``GET`` (:meth:`RedisCache.read_stamp`).
+  with one ``MGET`` of the stamp and the pending floor (:meth:`RedisCache.read_stamp`);
+* ``{prefix}{<thread_id>}:pending``: the *pending floor*, ``"<version>"``: the highest version
+  a writer announced (:meth:`RedisCache.mark_pending`) before its compare-and-swap in the
+  source. Absent most of the time.
 
 Every key expires ``ttl_s`` seconds after the thread's last write. Reads and writes are single
 Lua scripts (one round trip, atomic): a read fetches the meta and the messages of its ranges; a
 write-through sends only the new rows and applies them only on top of the cached previous
 version (else it drops the thread's data keys), and never moves the stamp backwards.
+
+Writes in flight. The source commits first and Redis is updated after, so a writer that dies
+(or whose write-through times out) between the two would leave Redis serving the previous
+version. Hence, before the source write, the layered store raises the thread's pending floor
+to the version it is about to write (one ``EVALSHA``). While the floor is above the cached
+version (the data's, or the stamp's for an LRU validation), the cached entry and the stamp are
+a miss: readers go to the source. A read fill (a reader writing back what it read from the
+source) is refused below the floor, so a reader that read the source just before the commit
+cannot install the old version either. The floor is cleared by evidence, not by time: the
+committing writer's write-through, a fill of a version at or above it (read from the source,
+so committed), or an invalidation finding a stamp at or above it. A writer that dies
+before or after its commit therefore costs source reads for the thread until its next
+write or a fill, never a stale read. An invalidation keeps the floor (it may protect another
+writer in flight); deleting the thread drops it (version numbers start again at 1).
 
 When Redis fails for connection reasons the tier marks itself down for
 ``reconnect_backoff_s`` seconds (calls are misses without touching the network) and a
@@ -35,9 +52,11 @@ instances may still be backing off and writing to the source without stamping, s
 window of ``2 * (reconnect_backoff_s + timeout_s)`` after reconnecting the tier reports its
 stamps as untrusted (:attr:`RedisCache.stamps_trusted`, :meth:`RedisCache.read_stamp` raises);
 the layered store then validates against the source of truth instead. An instance that
-cannot reach Redis while others can (a partial network partition) cannot stamp its writes:
-the others may then read a stale cached state, which the compare-and-swap turns into a
-``StaleStateError`` (never a lost update), and the conflict drops the thread from every tier.
+cannot reach Redis while others can (a partial network partition) can neither raise the
+pending floor nor stamp its writes (it remembers the thread and deletes its keys once it
+reaches Redis again): the others may meanwhile read a stale cached state, which the
+compare-and-swap turns into a ``StaleStateError`` (never a lost update), and the conflict
+drops the thread from every tier.
 """
 
 from __future__ import annotations
@@ -71,6 +90,9 @@ _FMT = "1"
 #: At most this many threads are remembered for deletion after an outage.
 _MAX_DIRTY = 10_000
 
+# KEYS: meta, msgs, pending. ARGV: 1 owner digest, 2 fmt.
+# Returns the entry, false (nothing for this owner), 0 (garbage, deleted) or -1 (a write is in
+# flight: the pending floor is above the cached version).
 _GET_LUA = """
 local function garbage()
   redis.call('DEL', KEYS[1], KEYS[2])
@@ -85,6 +107,15 @@ if m[1] ~= ARGV[2] then return garbage() end
 for i = 2, 8 do if not m[i] then return garbage() end end
 if m[2] ~= ARGV[1] then return false end
 if not tonumber(m[3]) or not tonumber(m[6]) or not tonumber(m[8]) then return garbage() end
+local pt = redis.call('TYPE', KEYS[3])['ok']
+if pt ~= 'none' then
+  local floor = pt == 'string' and tonumber(redis.call('GET', KEYS[3]))
+  if not floor then
+    redis.call('DEL', KEYS[3])
+    return garbage()
+  end
+  if floor > tonumber(m[3]) then return -1 end
+end
 local ok, ranges = pcall(cjson.decode, m[5])
 if not ok or type(ranges) ~= 'table' then return garbage() end
 local total = 0
@@ -121,23 +152,38 @@ if not flush() then return garbage() end
 return {m[3], m[4], m[5], m[6], m[7], m[8], table.concat(lens, ','), table.concat(parts)}
 """
 
-# KEYS: meta, msgs, ver
+# KEYS: meta, msgs, ver, pending
 # ARGV: 1 mode ('inc' | 'full' | 'drop'), 2 version, 3 owner, 4 values, 5 ranges JSON,
 #       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 stamp, 11 fmt,
-#       12 row seqs "s1,s2,...", 13 row lengths "n1,n2,...", 14 the row blobs concatenated
-# Returns 1 applied, 2 data dropped (stamp set), 0 ignored (a newer version is cached).
+#       12 kind ('write': a write-through of a version the caller committed; 'fill': a copy of
+#       what the caller read from the source), 13 row seqs "s1,s2,...",
+#       14 row lengths "n1,n2,...", 15 the row blobs concatenated
+# Returns 1 applied, 2 data dropped (stamp set), 0 ignored (a newer version is cached),
+# 3 refused (a fill below the pending floor: a write may have committed a newer version).
 _PUT_LUA = """
 local mode, v, owner, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[9])
 local row_seqs, row_lens = {}, {}
-for x in string.gmatch(ARGV[12], '[^,]+') do row_seqs[#row_seqs + 1] = x end
+for x in string.gmatch(ARGV[13], '[^,]+') do row_seqs[#row_seqs + 1] = x end
 local total = 0
-for x in string.gmatch(ARGV[13], '[^,]+') do
+for x in string.gmatch(ARGV[14], '[^,]+') do
   local n = tonumber(x)
   row_lens[#row_lens + 1] = n
   total = total + n
 end
-if #row_seqs ~= #row_lens or total ~= #ARGV[14] then
+if #row_seqs ~= #row_lens or total ~= #ARGV[15] then
   return redis.error_reply('tenxgraph: malformed rows')
+end
+local floor = nil
+local pt = redis.call('TYPE', KEYS[4])['ok']
+if pt == 'string' then floor = tonumber(redis.call('GET', KEYS[4])) end
+if pt ~= 'none' and not floor then redis.call('DEL', KEYS[4]) end
+if floor and floor > v and ARGV[12] ~= 'write' then return 3 end
+-- v is committed: a floor at or below it names writes that are settled (committed as v or
+-- older, or bound to fail their compare-and-swap); one above it protects a write in flight.
+local function settle()
+  if floor then
+    if floor <= v then redis.call('DEL', KEYS[4]) else redis.call('EXPIRE', KEYS[4], ttl) end
+  end
 end
 local keep_stamp = false
 local s = redis.pcall('GET', KEYS[3])
@@ -146,7 +192,7 @@ if s then
   local sv, so = string.match(s, '^(%d+):[^:]*:(.*)$')
   if sv and so == owner then
     local n = tonumber(sv)
-    if n > v then return 0 end
+    if n > v then settle(); return 0 end
     if n == v and mode ~= 'inc' then keep_stamp = true end
   end
 end
@@ -159,11 +205,11 @@ end
 local mt = redis.call('TYPE', KEYS[2])['ok']
 if mt ~= 'hash' and mt ~= 'none' then cv = nil end
 if cv and co == owner then
-  if cv > v or (cv == v and mode ~= 'inc') then return 0 end
+  if cv > v or (cv == v and mode ~= 'inc') then settle(); return 0 end
 end
 
 local function set_rows()
-  local batch, off, body = {}, 1, ARGV[14]
+  local batch, off, body = {}, 1, ARGV[15]
   for i = 1, #row_seqs do
     local n = row_lens[i]
     batch[#batch + 1] = row_seqs[i]
@@ -245,8 +291,44 @@ if keep_stamp then
 else
   redis.call('SET', KEYS[3], ARGV[10], 'EX', ttl)
 end
+settle()
 if applied then return 1 end
 return 2
+"""
+
+# KEYS: pending. ARGV: 1 version about to be written, 2 ttl_s.
+# Raises the pending floor to the version (never lowers it) and keeps it ttl_s seconds.
+_MARK_LUA = """
+local cur = redis.pcall('GET', KEYS[1])
+local floor = type(cur) == 'string' and tonumber(cur) or nil
+if floor and floor >= tonumber(ARGV[1]) then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+# KEYS: meta, msgs, ver, pending. ARGV: 1 '1' when the thread was deleted in the source.
+# Drops the data and the stamp. The pending floor is kept (it may protect a write in flight)
+# unless it is settled (at or below the stamp, which names a committed version), unparseable,
+# or the thread was deleted (its version numbers start again at 1).
+_INVALIDATE_LUA = """
+local drop = ARGV[1] == '1'
+if not drop then
+  local f = redis.pcall('GET', KEYS[4])
+  if type(f) == 'table' then
+    drop = true
+  elseif f then
+    local floor = tonumber(f)
+    local s = redis.pcall('GET', KEYS[3])
+    local sv = nil
+    if type(s) == 'string' then sv = tonumber(string.match(s, '^(%d+):') or '') end
+    drop = (not floor) or (sv ~= nil and floor <= sv)
+  end
+end
+if drop then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) end
+return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 """
 
 # KEYS: ver. ARGV: 1 version, 2 owner, 3 stamp, 4 ttl_s. Sets unless a newer same-owner stamp.
@@ -413,6 +495,8 @@ class RedisCache:
         self._get_script = client.register_script(_GET_LUA)
         self._put_script = client.register_script(_PUT_LUA)
         self._stamp_script = client.register_script(_SET_STAMP_LUA)
+        self._mark_script = client.register_script(_MARK_LUA)
+        self._invalidate_script = client.register_script(_INVALIDATE_LUA)
         self._down_until = 0.0
         self._down = False
         self._trusted_at = 0.0
@@ -420,7 +504,14 @@ class RedisCache:
         self._dirty: set[str] = set()
         self._dirty_overflow = False
         self._closed = False
-        self._stats = {"hits": 0, "misses": 0, "failures": 0, "writes": 0, "garbage": 0}
+        self._stats = {
+            "hits": 0,
+            "misses": 0,
+            "failures": 0,
+            "writes": 0,
+            "garbage": 0,
+            "pending": 0,
+        }
 
     # ------------------------------------------------------------------ keys
 
@@ -428,6 +519,14 @@ class RedisCache:
         """The thread's ``(meta, msgs, ver)`` keys; all share the hash tag ``{thread_id}``."""
         base = f"{self.prefix}{{{thread_id}}}:"
         return base + "meta", base + "msgs", base + "ver"
+
+    def pending_key(self, thread_id: str) -> str:
+        """The thread's pending-floor key (same hash tag as :meth:`keys`)."""
+        return f"{self.prefix}{{{thread_id}}}:pending"
+
+    def _all_keys(self, thread_id: str) -> list[str]:
+        """``meta, msgs, ver, pending`` (the KEYS of the put and invalidate scripts)."""
+        return [*self.keys(thread_id), self.pending_key(thread_id)]
 
     # ------------------------------------------------------------------ CacheTier
 
@@ -439,16 +538,24 @@ class RedisCache:
 
         Returns:
             The record (``messages`` complete, in list order), or ``None`` on a miss: nothing
-            cached, another owner's entry, Redis down or slow, or unparseable data (whose
-            keys are then deleted). Never raises for a Redis problem.
+            cached, another owner's entry, a write in flight (the pending floor is above the
+            cached version), Redis down or slow, or unparseable data (whose keys are then
+            deleted). Never raises for a Redis problem.
         """
+        tid = key.thread_id
         with self._span(SPAN.CHECKPOINT_READ, key.thread_id, "EVALSHA") as sp:
             rec = None
             try:
+                meta, msgs, _ = self.keys(tid)
                 res = await self._call(
-                    self._get_script, self.keys(key.thread_id)[:2], [_owner(key.user_id), _FMT]
+                    self._get_script,
+                    [meta, msgs, self.pending_key(tid)],
+                    [_owner(key.user_id), _FMT],
                 )
-                rec = self._parse(key, res)
+                if res == -1:
+                    self._stats["pending"] += 1
+                else:
+                    rec = self._parse(key, res)
             except _Unavailable as exc:
                 self._failure(sp, exc, key.thread_id)
             except _Garbage as exc:
@@ -485,8 +592,12 @@ class RedisCache:
                 version) make it complete.
 
         The version stamp is set to ``record.version`` unless Redis already has a newer
-        stamp for the same owner. Never raises for a Redis problem; a write-through that
-        cannot reach Redis marks the thread for deletion once Redis is back.
+        stamp for the same owner. A read fill (``new_messages is None``) below the pending
+        floor changes nothing: a write in flight may have committed a newer version. A
+        write-through (``new_messages`` given: the caller committed ``record.version``) or
+        a fill at or above the floor clears it (see :meth:`mark_pending`). Never raises for
+        a Redis problem; a write-through that cannot reach Redis marks the thread for
+        deletion once Redis is back.
         """
         tid = record.thread_id
         with self._span(SPAN.CHECKPOINT_WRITE, tid, "EVALSHA") as sp:
@@ -506,8 +617,11 @@ class RedisCache:
                 )
                 sp.set_attribute(ATTR.BYTES, len(record.values) + sum(map(len, blobs)))
             try:
-                await self._call(self._put_script, self.keys(tid), args)
-                self._stats["writes"] += 1
+                res = await self._call(self._put_script, self._all_keys(tid), args)
+                if res == 3:
+                    self._stats["pending"] += 1  # a fill below the pending floor: refused
+                else:
+                    self._stats["writes"] += 1
             except _Unavailable as exc:
                 self._mark_dirty(tid)
                 self._failure(sp, exc, tid)
@@ -553,26 +667,66 @@ class RedisCache:
             self.ttl_s,
             stamp,
             _FMT,
+            "fill" if new_messages is None else "write",
             ",".join(map(str, seqs)),
             ",".join([str(len(b)) for b in blobs]),
             b"".join(blobs),
         ]
         return args, len(seqs)
 
-    async def invalidate(self, key: ThreadKey) -> None:
-        """Delete every key of the thread (any owner scope), the stamp included.
+    async def invalidate(self, key: ThreadKey, *, deleted: bool = False) -> None:
+        """Delete the thread's data keys and its stamp (any owner scope), in one round trip.
+
+        The pending floor is kept, since it may protect another instance's write in flight,
+        unless it is settled (at or below the stamp being deleted) or ``deleted`` is set.
+
+        Args:
+            key: the thread (its ``user_id`` is not used).
+            deleted: the thread was deleted in the source (its version numbers start again
+                at 1): drop the pending floor too.
 
         When Redis cannot be reached the thread is remembered and deleted first thing after
         reconnection. Never raises for a Redis problem.
         """
         tid = key.thread_id
-        with self._span(SPAN.CACHE_INVALIDATE, tid, "DEL") as sp:
+        with self._span(SPAN.CACHE_INVALIDATE, tid, "EVALSHA") as sp:
             try:
-                await self._call(self._client.delete, *self.keys(tid))
+                await self._call(
+                    self._invalidate_script, self._all_keys(tid), ["1" if deleted else "0"]
+                )
             except _Unavailable as exc:
                 self._mark_dirty(tid)
                 self._failure(sp, exc, tid)
             except (RedisError, ValueError, TypeError, UnicodeError) as exc:
+                self._mark_dirty(tid)
+                self._garbage(sp, tid, type(exc).__name__)
+
+    async def mark_pending(self, key: ThreadKey, version: int) -> None:
+        """Announce a write of ``version`` before it is sent to the source (one ``EVALSHA``).
+
+        Raises the thread's pending floor to ``version`` (never lowers it). Until a committed
+        version at or above the floor reaches this tier (the writer's write-through, a read
+        fill, or a stamp found by an invalidation), the cached entry and the stamp of the
+        thread are a miss and read fills are refused, so a writer dying between its commit
+        and its write-through (or whose write-through is lost) cannot leave the previous
+        version served. Never raises: when Redis cannot be reached the thread is remembered
+        and its keys deleted first thing after reconnection (an instance cut off from Redis
+        while others reach it cannot protect its writes; see the module docs).
+
+        Args:
+            key: the thread (its ``user_id`` is not used).
+            version: the version the write will create (``expected_version + 1``).
+        """
+        tid = key.thread_id
+        with self._span(SPAN.STAMP_WRITE, tid, "EVALSHA") as sp:
+            if sp.is_recording():
+                sp.set_attribute(ATTR.VERSION, version)
+            try:
+                await self._call(self._mark_script, [self.pending_key(tid)], [version, self.ttl_s])
+            except _Unavailable as exc:
+                self._mark_dirty(tid)
+                self._failure(sp, exc, tid)
+            except (RedisError, ValueError, TypeError) as exc:
                 self._mark_dirty(tid)
                 self._garbage(sp, tid, type(exc).__name__)
 
@@ -598,7 +752,7 @@ class RedisCache:
     # ------------------------------------------------------------------ stamps
 
     async def read_stamp(self, key: ThreadKey) -> Stamp | None:
-        """The thread's version stamp, in one ``GET``.
+        """The thread's version stamp, checked against its pending floor, in one ``MGET``.
 
         Args:
             key: the thread and the caller's owner scope.
@@ -610,9 +764,11 @@ class RedisCache:
 
         Raises:
             TransientStorageError: (``STORAGE_TRANSIENT_001``, ``context["backend"] ==
-                "redis"``) Redis is down, backing off or slower than ``timeout_s``, or the
-                stamps are not trusted yet after an outage (:attr:`stamps_trusted`); the
-                caller should validate against the source of truth instead.
+                "redis"``) Redis is down, backing off or slower than ``timeout_s``, the
+                stamps are not trusted yet after an outage (:attr:`stamps_trusted`), or a
+                write of the thread is in flight (its pending floor is above the stamp, see
+                :meth:`mark_pending`); the caller should validate against the source of truth
+                instead.
         """
         tid = key.thread_id
         if not self._down and not self._closed and time.monotonic() < self._trusted_at:
@@ -620,31 +776,48 @@ class RedisCache:
                 "the Redis version stamps are not trusted yet after an outage",
                 context={"backend": "redis"},
             )
-        with self._span(SPAN.STAMP_READ, tid, "GET") as sp:
+        stamp: Stamp | None = None
+        with self._span(SPAN.STAMP_READ, tid, "MGET") as sp:
             try:
-                raw = await self._call(self._client.get, self.keys(tid)[2])
+                raw, floor_raw = await self._call(
+                    self._client.mget, self.keys(tid)[2], self.pending_key(tid)
+                )
             except _Unavailable as exc:
                 self._failure(sp, exc, tid)
                 raise TransientStorageError(
                     "the Redis cache is unavailable", context={"backend": "redis"}
                 ) from None
-            except (RedisError, UnicodeError) as exc:
+            except (RedisError, UnicodeError, ValueError, TypeError) as exc:
                 self._garbage(sp, tid, type(exc).__name__)
                 return None
-            if raw is None:
-                return None
-            try:
-                version, ms, owner = raw.decode("ascii").split(":", 2)
-                if owner != _owner(key.user_id):
-                    return None
-                return Stamp(int(version), int(ms) if ms else None)
-            except (ValueError, UnicodeError, AttributeError):
-                self._garbage(sp, tid, "stamp")
-                return None
+            if raw is not None:
+                try:
+                    version, ms, owner = raw.decode("ascii").split(":", 2)
+                    if owner == _owner(key.user_id):
+                        stamp = Stamp(int(version), int(ms) if ms else None)
+                except (ValueError, UnicodeError, AttributeError):
+                    self._garbage(sp, tid, "stamp")
+                    stamp = None
+            pending = False
+            if floor_raw is not None:
+                try:
+                    floor: int | None = int(floor_raw)
+                except (ValueError, TypeError):
+                    floor = None  # unparseable: a write may be in flight
+                pending = floor is None or stamp is None or floor > stamp.version
+                if pending:
+                    self._stats["pending"] += 1
+        if pending:
+            raise TransientStorageError(
+                "a write of this thread is in flight; validate against the source",
+                context={"backend": "redis"},
+            )
+        return stamp
 
     async def version_stamp(self, key: ThreadKey) -> int | None:
-        """The stamped version of ``key`` (one ``GET``), or ``None`` when missing, not this
-        owner's, unparseable, or when Redis is unavailable. Never raises."""
+        """The stamped version of ``key`` (one ``MGET``), or ``None`` when missing, not this
+        owner's, unparseable, while a write is in flight, or when Redis is unavailable.
+        Never raises."""
         try:
             st = await self.read_stamp(key)
         except TransientStorageError:
@@ -690,7 +863,8 @@ class RedisCache:
     def stats(self) -> dict[str, int]:
         """Counters since creation: ``hits``, ``misses``, ``writes`` (write-throughs and fills
         that reached Redis), ``failures`` (calls that were down, timed out or lost the
-        connection), ``garbage`` (unparseable answers), and ``dirty`` (threads waiting for
+        connection), ``garbage`` (unparseable answers), ``pending`` (reads, stamp reads and
+        refused fills that found a write in flight), and ``dirty`` (threads waiting for
         deletion after an outage)."""
         return {**self._stats, "dirty": len(self._dirty)}
 
@@ -729,7 +903,9 @@ class RedisCache:
         return result
 
     async def _flush_dirty(self) -> None:
-        """Delete the keys of threads whose writes or invalidations were lost in an outage."""
+        """Delete the keys of threads whose writes or invalidations were lost in an outage
+        (data and stamp; a pending floor is left to the write-throughs and fills that settle
+        it)."""
         if self._dirty_overflow:
             logger.warning(
                 "Redis cache at %s: more than %d threads changed during the outage; some "

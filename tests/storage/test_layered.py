@@ -356,7 +356,7 @@ async def test_read_fills_tiers_and_a_warm_read_is_one_get(
         warm = await store.read(KEY)
         assert texts_of(warm) == ["m0", "m1", "m2"] and warm.version == 3
         assert counting.calls == {}  # no source round trip
-        assert client.commands == ["GET"]  # the version stamp, nothing else
+        assert client.commands == ["MGET"]  # the version stamp and pending floor, nothing else
 
         # a second instance with a cold LRU is served by Redis: one EVALSHA, no source call
         other = make_stack(
@@ -421,8 +421,9 @@ async def test_write_through_is_incremental(
             await turn(store, KEY, f"m{i}")
         client.commands.clear()
         rec = await turn(store, KEY, "m5")
-        # read: one GET (stamp); write-through: one EVALSHA carrying one message
-        assert client.commands == ["GET", "EVALSHA"]
+        # read: one MGET (stamp + pending floor); write: one EVALSHA raising the pending floor
+        # before the source write, one EVALSHA (write-through) carrying one message
+        assert client.commands == ["MGET", "EVALSHA", "EVALSHA"]
         assert (await lru_of(store).get(KEY)).version == rec.version == 6
         cached = await redis_of(store).get(KEY)
         assert cached.version == 6 and texts_of(cached) == [f"m{i}" for i in range(6)]
@@ -790,3 +791,244 @@ async def test_garbage_in_redis_returns_correct_data(
     # and everything keeps working afterwards
     await turn(writer, KEY, "d")
     assert texts_of(await make_stack().read(KEY)) == ["a", "b", "c", "d"]
+
+
+# --------------------------------------------------------------------------- writes in flight
+
+
+def _die_after_commit_worker(
+    dsn: str, schema: str, redis_url: str, prefix: str, events: Any, go: Any
+) -> None:
+    """Child process: write version 1 through ``PgCheckpointer`` (LRU + Redis + Postgres),
+    then version 2, dying (``os._exit``, as under SIGKILL) right after its Postgres commit,
+    before Redis is updated."""
+    asyncio.run(_die_after_commit(dsn, schema, redis_url, prefix, events, go))
+
+
+async def _die_after_commit(dsn, schema, redis_url, prefix, events, go) -> None:
+    import os
+
+    from tenxgraph.core.state import Message
+    from tenxgraph.storage.checkpointer import PgCheckpointer
+
+    cp = PgCheckpointer(dsn, schema=schema, redis_url=redis_url, redis_prefix=prefix)
+    await cp.asetup()
+    cfg = {"thread_id": "crash", "user_id": "u"}
+    await cp.aput_messages(cfg, [Message.text_message("first", message_id="m1")])
+    events.put("v1")
+    await anyio.to_thread.run_sync(go.get, True, 60)
+
+    async def die(self: Any, *args: Any, **kwargs: Any) -> None:
+        os._exit(9)  # after the Postgres commit (the LRU was updated), before Redis
+
+    RedisCache.put = die  # type: ignore[method-assign]
+    await cp.aput_messages(cfg, [Message.text_message("second", message_id="m2")])
+    events.put("not killed")
+
+
+@pytest.mark.postgres
+async def test_writer_killed_between_commit_and_redis_update(
+    pg_dsn: str, pg_schema: str, redis_url: str, redis_prefix: str
+) -> None:
+    """The DESIGN section 3 promise ("caches never cause spurious conflicts") across a crash:
+    a process killed after its Postgres commit and before its Redis write-through leaves
+    Redis with the previous version and stamp, which nobody may serve as the latest."""
+    import psycopg
+
+    from tenxgraph.core.graph import StateGraph
+    from tenxgraph.core.state import Message
+    from tenxgraph.storage.checkpointer import PgCheckpointer
+    from tenxgraph.utils import END
+
+    def checkpointer() -> PgCheckpointer:
+        return PgCheckpointer(
+            pg_dsn, schema=pg_schema, redis_url=redis_url, redis_prefix=redis_prefix
+        )
+
+    def texts(state: Any) -> list[str]:
+        return [m.text() for m in state.context]
+
+    cfg = {"thread_id": "crash", "user_id": "u"}
+    ctx = multiprocessing.get_context("spawn")
+    events, go = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(
+        target=_die_after_commit_worker,
+        args=(pg_dsn, pg_schema, redis_url, redis_prefix, events, go),
+    )
+    child.start()
+    warm = checkpointer()  # an instance that read version 1 before the crash
+    fresh = checkpointer()
+    try:
+        assert await anyio.to_thread.run_sync(events.get, True, 120) == "v1"
+        assert texts(await warm.aget_state(dict(cfg))) == ["first"]  # its LRU: version 1
+        go.put(True)
+        await anyio.to_thread.run_sync(child.join, 60)
+        assert child.exitcode == 9
+        with psycopg.connect(pg_dsn) as conn:
+            [[pg_version]] = conn.execute(
+                f'SELECT max(version) FROM "{pg_schema}".tenxgraph_checkpoints'
+            ).fetchall()
+        assert pg_version == 2
+        redis_cache = next(c for c in fresh.store.caches if isinstance(c, RedisCache))
+        with redis.Redis.from_url(redis_url) as raw:  # Redis still holds version 1
+            meta, _, ver = redis_cache.keys("crash")
+            assert raw.hget(meta, "version") == b"1" and raw.get(ver).startswith(b"1:")
+
+        # a fresh instance (Redis, then Postgres) and the warm one (LRU validated) read v2
+        c1 = dict(cfg)
+        assert texts(await fresh.aget_state(c1)) == ["first", "second"]
+        assert c1["_checkpoint_version"] == 2
+        c2 = dict(cfg)
+        assert texts(await warm.aget_state(c2)) == ["first", "second"]
+        assert c2["_checkpoint_version"] == 2
+
+        # and turns on it succeed, alternating between the instances, with no conflict
+        async def reply(state: Any) -> str:
+            return "hello"
+
+        g = StateGraph()
+        g.add_node("reply", reply)
+        g.set_entry_point("reply")
+        g.add_edge("reply", END)
+        for i, cp in enumerate([fresh, warm, fresh]):
+            app = g.compile(checkpointer=cp)
+            await app.ainvoke({"messages": [Message.text_message(f"turn {i}")]}, dict(cfg))
+        final = await checkpointer().aget_state(dict(cfg))
+        assert texts(final) == ["first", "second"] + [
+            t for i in range(3) for t in (f"turn {i}", "hello")
+        ]
+        assert redis_cache.stats()["pending"] >= 1
+    finally:
+        if child.is_alive():
+            child.kill()
+        await warm.aclose()
+        await fresh.aclose()
+
+
+async def test_a_write_through_timing_out_after_the_commit_is_not_served_stale(
+    backend: Backend, make_stack, redis_url: str, redis_prefix: str
+) -> None:
+    """Writer ``a`` commits version 2 but its Redis write-through times out (and never lands):
+    Redis keeps version 1 and its stamp. Other instances, with a warm LRU or a cold one,
+    read version 2 and take their turns without a conflict; caching resumes after."""
+    a = make_stack(redis_cache=RedisCache(redis_url, prefix=redis_prefix, timeout_s=0.2))
+    b, c = make_stack(), make_stack()
+    await turn(a, KEY, "one")
+    assert texts_of(await b.read(KEY)) == ["one"]  # b's LRU holds version 1
+    cache_a = redis_of(a)
+
+    async def stuck(*args: Any) -> Any:
+        await anyio.sleep(5)  # cancelled by the tier's timeout
+
+    cache_a._put_script = stuck  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    rec = await turn(a, KEY, "two")
+    assert rec.version == 2 and time.monotonic() - t0 < 1.0
+    assert cache_a.stats()["failures"] == 1
+    with redis.Redis.from_url(redis_url) as raw:  # Redis: still version 1, floor 2
+        meta, _, ver = cache_a.keys(KEY.thread_id)
+        assert raw.hget(meta, "version") == b"1" and raw.get(ver).startswith(b"1:")
+        assert raw.get(cache_a.pending_key(KEY.thread_id)) == b"2"
+
+    # b: its LRU entry fails the stamp check (floor 2 above stamp 1), Redis is a miss for the
+    # same reason, the source answers and b's fill of version 2 settles the floor
+    got = await b.read(KEY)
+    assert got.version == 2 and texts_of(got) == ["one", "two"]
+    assert redis_of(b).stats()["pending"] == 2
+    got = await c.read(KEY)  # cold LRU: Redis now serves version 2
+    assert got.version == 2 and texts_of(got) == ["one", "two"]
+    assert redis_of(c).stats()["hits"] == 1
+    await turn(b, KEY, "three")  # no StaleStateError; its write-through settles the floor
+    with redis.Redis.from_url(redis_url) as raw:
+        assert not raw.exists(cache_a.pending_key(KEY.thread_id))
+    hits = redis_of(c).stats()["hits"]
+    await lru_of(c).aclose()
+    got = await c.read(KEY)
+    assert texts_of(got) == ["one", "two", "three"] and redis_of(c).stats()["hits"] == hits + 1
+
+
+async def test_a_writer_dying_before_its_commit_costs_source_reads_only(
+    backend: Backend, make_stack, redis_url: str, redis_prefix: str
+) -> None:
+    """A writer announced version 2 and died before its commit: the floor stays until a
+    committed version reaches it. Meanwhile reads are right (from the source; the warm LRU
+    validated by the source's version), fills of version 1 are refused, and the next turn
+    settles the floor."""
+    a = make_stack()
+    await turn(a, KEY, "one")
+    await redis_of(a).mark_pending(KEY, 2)  # ...and the writer is gone
+    counting = CountingStore(backend.new())
+    b = make_stack(source=counting)
+    for _ in range(2):
+        assert texts_of(await b.read(KEY)) == ["one"]
+        assert texts_of(await a.read(KEY)) == ["one"]
+    assert counting.calls == {"read": 1, "current_version": 1}  # then its LRU, validated
+    with redis.Redis.from_url(redis_url) as raw:
+        assert raw.get(redis_of(a).pending_key(KEY.thread_id)) == b"2"
+    assert redis_of(b).stats()["pending"] >= 2  # the Redis read and the stamp read
+    await turn(b, KEY, "two")
+    with redis.Redis.from_url(redis_url) as raw:
+        assert not raw.exists(redis_of(a).pending_key(KEY.thread_id))
+    cold = make_stack()
+    assert texts_of(await cold.read(KEY)) == ["one", "two"]
+    assert redis_of(cold).stats()["hits"] == 1
+
+
+async def test_a_reader_filling_what_it_read_before_a_commit_is_refused(
+    backend: Backend, make_stack, redis_url: str, redis_prefix: str
+) -> None:
+    """A reader reads version 1 from the source; a writer announces and commits version 2 and
+    dies before its write-through; the reader's late fill of version 1 must not install it."""
+    a = make_stack()
+    await turn(a, KEY, "one")
+    await redis_of(a).invalidate(KEY)  # Redis cold: the next reader fills it
+    source = backend.new()
+    old = await source.read(KEY)
+    writer = make_stack()
+    await redis_of(writer).mark_pending(KEY, 2)
+    await source.write(next_write(old, KEY, ["two"]))  # committed; the writer dies here
+    late = make_stack(lru=False)
+    await redis_of(late).put(old)  # the late fill of version 1
+    assert redis_of(late).stats()["pending"] == 1
+    for reader in (make_stack(), a):
+        assert texts_of(await reader.read(KEY)) == ["one", "two"]
+    # a fill of what is now in the source (version 2) settles the floor
+    with redis.Redis.from_url(redis_url) as raw:
+        assert not raw.exists(redis_of(a).pending_key(KEY.thread_id))
+        assert raw.get(redis_of(a).keys(KEY.thread_id)[2]).startswith(b"2:")
+
+
+async def test_conflict_keeps_a_floor_protecting_another_write(
+    backend: Backend, make_stack, redis_url: str, redis_prefix: str
+) -> None:
+    """A losing writer's invalidation drops the data and the stamp but keeps a floor that is
+    above them (another writer may be between its commit and its write-through)."""
+    a, b = make_stack(), make_stack()
+    await turn(a, KEY, "one")
+    ra = await a.read(KEY)
+    stale = await b.read(KEY)
+    await redis_of(a).mark_pending(KEY, 2)
+    await a.source.write(next_write(ra, KEY, ["two-a"]))  # a commits v2, dies before Redis
+    with pytest.raises(StaleStateError):
+        await b.write(next_write(stale, KEY, ["two-b"]))
+    pending = redis_of(a).pending_key(KEY.thread_id)
+    with redis.Redis.from_url(redis_url) as raw:
+        assert raw.get(pending) == b"2"
+    assert texts_of(await b.read(KEY)) == ["one", "two-a"]  # fill of v2 settles it
+    with redis.Redis.from_url(redis_url) as raw:
+        assert not raw.exists(pending)
+
+
+async def test_delete_drops_the_floor(
+    backend: Backend, make_stack, redis_url: str, redis_prefix: str
+) -> None:
+    a = make_stack()
+    for t in "abc":
+        await turn(a, KEY, t)
+    await redis_of(a).mark_pending(KEY, 9)  # a writer that never came back
+    assert await a.delete_thread(KEY) is True
+    with redis.Redis.from_url(redis_url) as raw:
+        assert raw.keys(redis_prefix + "*") == []
+    await turn(a, KEY, "new")  # version numbers start again; Redis serves them at once
+    cold = make_stack()
+    assert texts_of(await cold.read(KEY)) == ["new"] and redis_of(cold).stats()["hits"] == 1

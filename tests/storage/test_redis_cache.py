@@ -536,3 +536,118 @@ def span_exporter():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield exporter
     exporter.shutdown()
+
+
+# --------------------------------------------------------------------------- writes in flight
+
+
+async def test_pending_floor_hides_older_entries_and_stamps(
+    cache: RedisCache, raw, redis_prefix
+) -> None:
+    pending = f"{redis_prefix}{{t1}}:pending"
+    assert cache.pending_key("t1") == pending
+    assert key_slot(pending.encode()) == key_slot(b"t1")
+    await cache.put(record(1, ((1, 2),)))
+    await cache.mark_pending(KEY, 2)
+    assert raw.get(pending) == b"2" and 0 < raw.ttl(pending) <= 600
+    await cache.mark_pending(KEY, 1)  # a late, stale writer never lowers the floor
+    assert raw.get(pending) == b"2"
+    # the entry and the stamp of version 1 are a miss now, for readers and LRU validation
+    assert await cache.get(KEY) is None
+    with pytest.raises(TransientStorageError):
+        await cache.read_stamp(KEY)
+    assert await cache.version_stamp(KEY) is None
+    assert raw.hget(f"{redis_prefix}{{t1}}:meta", "version") == b"1"  # kept, not garbage
+    assert cache.stats()["pending"] == 3 and cache.stats()["garbage"] == 0
+    # a fill of version 1 (read from the source before the commit) is refused
+    await cache.put(record(1, ((1, 2),)))
+    assert cache.stats()["pending"] == 4 and raw.get(pending) == b"2"
+    # the writer's write-through of version 2 settles the floor
+    await cache.put(record(2, ((1, 3),), messages=False), rows(2))
+    assert not raw.exists(pending)
+    assert (await cache.get(KEY)).version == 2
+    assert await cache.read_stamp(KEY) == Stamp(2, round((1_700_000_000.0 + 2) * 1000))
+
+
+async def test_write_through_below_the_floor_keeps_it(cache: RedisCache, raw, redis_prefix) -> None:
+    """Writer A committed 2, writer B (which read 2) announced 3: A's write-through installs
+    version 2 and keeps B's floor; B's write-through clears it."""
+    pending = f"{redis_prefix}{{t1}}:pending"
+    await cache.put(record(1, ((1, 2),)))
+    await cache.mark_pending(KEY, 2)
+    await cache.mark_pending(KEY, 3)
+    await cache.put(record(2, ((1, 3),), messages=False), rows(2))
+    assert raw.get(pending) == b"3"
+    assert raw.hget(f"{redis_prefix}{{t1}}:meta", "version") == b"2"
+    assert await cache.get(KEY) is None
+    await cache.put(record(2, ((1, 3),)))  # a fill of 2 below the floor 3: refused
+    await cache.put(record(3, ((1, 4),), messages=False), rows(3))
+    assert not raw.exists(pending) and (await cache.get(KEY)).version == 3
+
+
+async def test_fill_at_the_floor_settles_it(cache: RedisCache, raw, redis_prefix) -> None:
+    """The writer of version 2 died after its commit: a reader's fill of version 2 (read
+    from the source, so committed) installs it and clears the floor."""
+    await cache.put(record(1, ((1, 2),)))
+    await cache.mark_pending(KEY, 2)
+    await cache.put(record(2, ((1, 3),)))
+    assert not raw.exists(f"{redis_prefix}{{t1}}:pending")
+    assert (await cache.get(KEY)).version == 2 and await cache.version_stamp(KEY) == 2
+
+
+async def test_invalidate_keeps_an_unsettled_floor(cache: RedisCache, raw, redis_prefix) -> None:
+    pending = f"{redis_prefix}{{t1}}:pending"
+    await cache.put(record(2, ((1, 3),)))
+    await cache.mark_pending(KEY, 2)  # settled: the stamp says 2
+    await cache.invalidate(KEY)
+    assert raw.keys(redis_prefix + "*") == []
+    await cache.put(record(2, ((1, 3),)))
+    await cache.mark_pending(KEY, 3)  # another writer in flight
+    await cache.invalidate(KEY)
+    assert [k.decode() for k in raw.keys(redis_prefix + "*")] == [pending]
+    await cache.put(record(2, ((1, 3),)))  # a fill below it: refused
+    assert raw.keys(redis_prefix + "*") == [pending.encode()]
+    await cache.invalidate(KEY, deleted=True)  # the thread was deleted: versions restart
+    assert raw.keys(redis_prefix + "*") == []
+
+
+async def test_garbage_floor(cache: RedisCache, raw, redis_prefix, caplog) -> None:
+    pending = f"{redis_prefix}{{t1}}:pending"
+    await cache.put(record(1, ((1, 2),)))
+    raw.set(pending, b"not-a-version")
+    with pytest.raises(TransientStorageError):  # unparseable: maybe a write in flight
+        await cache.read_stamp(KEY)
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+        assert await cache.get(KEY) is None
+    assert any("unusable data" in r.getMessage() for r in caplog.records)
+    assert not raw.exists(pending)  # dropped with the data: the next fill repairs the entry
+    await cache.put(record(1, ((1, 2),)))
+    assert (await cache.get(KEY)).version == 1
+    raw.delete(pending)
+    raw.rpush(pending, b"x")  # wrong type: the mark replaces it
+    await cache.mark_pending(KEY, 2)
+    assert raw.get(pending) == b"2"
+
+
+async def test_mark_pending_is_one_command_and_never_raises(
+    redis_url: str, redis_prefix: str, caplog
+) -> None:
+    client = CountingRedis.from_url(redis_url)
+    cache = RedisCache(client=client, prefix=redis_prefix)
+    try:
+        await cache.mark_pending(KEY, 1)
+        assert [c[0] for c in client.commands] == ["EVALSHA"]
+        client.commands.clear()
+        with pytest.raises(TransientStorageError):
+            await cache.read_stamp(KEY)
+        assert [c[0] for c in client.commands] == ["MGET"]
+    finally:
+        await cache.aclose()
+        await client.aclose()
+    down = RedisCache(f"redis://127.0.0.1:{_free_port()}/0", timeout_s=0.2, reconnect_backoff_s=30)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+            await down.mark_pending(KEY, 1)  # a miss, remembered for after the outage
+        assert down.stats()["dirty"] == 1 and down.stats()["failures"] == 1
+    finally:
+        await down.aclose()
