@@ -296,6 +296,8 @@ class _Run:
         self.last_stop_poll = time.monotonic()
         self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects)
         self.span: Any = None
+        # Messages produced by finishing an earlier, cut-off run before this run's input.
+        self.resumed_count = 0
 
     async def commit(self, state: AgentState) -> None:
         with use_span(self.span):
@@ -329,7 +331,10 @@ def _chunk(run: _Run, event: StreamEvent, **kw: Any) -> StreamChunk:
 def _result(run: _Run, granularity: ResponseGranularity, input_msgs: list[Message]) -> dict[str, Any]:
     state = run.state
     assert state is not None
-    out: dict[str, Any] = {"messages": list(input_msgs) + list(run.produced)}
+    done = run.resumed_count
+    out: dict[str, Any] = {
+        "messages": run.produced[:done] + list(input_msgs) + run.produced[done:]
+    }
     if granularity in (ResponseGranularity.PARTIAL, ResponseGranularity.FULL):
         out["context"] = list(state.context)
         out["summary"] = state.context_summary
@@ -449,16 +454,26 @@ async def _run_body(
     # 1. A pause for a human must be answered, not silently discarded.
     if meta.status in _PAUSED and has_new_input and not has_resume:
         pending = (meta.interrupt_data or {}).get("interrupts", [])
+        how = (
+            "answer it with invoke({'resume': answer}, config)"
+            if meta.status == ExecutionStatus.INTERRUPTED
+            else "resume it with invoke(None, config)"
+        )
         raise InterruptPendingError(
             f"thread {rc.thread_id!r} is paused at node {meta.interrupt_node!r} "
-            f"({meta.status}); resume it with invoke({{'resume': answer}}, config) or "
-            "invoke(None, config), or edit it with update_state",
+            f"({meta.status}); {how}, or edit it with update_state",
             context={
                 "thread_id": rc.thread_id,
                 "node": meta.interrupt_node,
                 "interrupt_ids": [p["id"] for p in pending],
             },
         )
+
+    # A pause made by interrupt() waits for an answer: without one, re-running the node would
+    # only ask again (and write a version); report the pause unchanged instead.
+    if meta.status == ExecutionStatus.INTERRUPTED and not has_resume:
+        yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
+        return
 
     # 2. Finish an unfinished run first (crash, stop, pause being resumed).
     resume_from: str | None = None
@@ -498,7 +513,9 @@ async def _run_body(
         yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
         return
 
-    # 3. The new input.
+    # 3. The new input. Messages produced by finishing the earlier run come first in the
+    # result, as they do in the stored conversation.
+    run.resumed_count = len(run.produced)
     update: dict[str, Any] = dict(field_updates)
     if input_msgs:
         update["context"] = input_msgs

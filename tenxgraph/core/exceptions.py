@@ -259,7 +259,9 @@ class ResourceNotFoundError(StorageError):
 class LedgerWriteError(StorageError):
     """A tool result could not be recorded in the idempotency ledger (``STORAGE_LEDGER_001``).
 
-    The run stops and the thread does not advance, so the tool cannot fire again unknowingly.
+    The run stops and the thread does not advance. The tool did run but is not recorded, so a
+    resume runs it again: reconcile the call named in ``context`` first (tools with external
+    side effects should pass ``tool_call_id`` downstream as an idempotency key).
     ``context``: ``thread_id``, ``tool_call_id``, ``tool``.
     """
 

@@ -12,9 +12,10 @@ cheap version stamp (Redis) or the source's ``current_version`` before relying o
 (``shared = False`` tells it to).
 
 The tier is bounded by entries and by bytes. Bytes are the size of ``values`` plus the message
-blobs; an entry that only holds decoded objects counts an estimate of their encoded size.
-Decoded objects kept *next to* the blobs are not counted (they are the checkpointer's own
-objects, shared with the running state).
+blobs, plus, when the entry also keeps decoded message objects, an estimate of their memory:
+``_DECODED_FACTOR`` times the blobs' size (CPython's Pydantic objects take about eight times
+their JSON size; measured on the bundled trajectories). So ``max_bytes`` bounds real memory,
+not only the encoded payload.
 
 The tier never awaits inside an operation, so each call is atomic on its event loop; a
 ``threading.Lock`` makes it safe across OS threads too (it is never held across an ``await``).
@@ -35,6 +36,8 @@ __all__ = ["LRUCache"]
 
 #: Estimated encoded size (bytes) of one message known only as a decoded object.
 _DECODED_MESSAGE_BYTES = 512
+#: Memory of decoded message objects relative to their encoded JSON size (about 8x measured).
+_DECODED_FACTOR = 8
 
 
 def _tracing_enabled() -> bool:
@@ -115,8 +118,12 @@ class _Entry:
         return self.messages is not None or self.decoded is not None
 
     def size(self) -> int:
-        """Bytes counted against ``max_bytes``: values plus blobs (or the decoded estimate)."""
-        return len(self.values) + (self.msg_bytes if self.servable() else 0)
+        """Bytes counted against ``max_bytes``: values plus blobs (or the decoded estimate),
+        plus the estimated memory of decoded objects when the entry keeps them."""
+        if not self.servable():
+            return len(self.values)
+        decoded = self.msg_bytes * _DECODED_FACTOR if self.decoded is not None else 0
+        return len(self.values) + self.msg_bytes + decoded
 
 
 class LRUCache:

@@ -515,14 +515,21 @@ class RedisCache:
 
     # ------------------------------------------------------------------ keys
 
+    def _tag(self, thread_id: str) -> str:
+        """The thread's hash tag: the id itself, or a SHA-256 digest of it when the id holds a
+        ``}`` or is empty (Redis Cluster would then hash each key on its own)."""
+        if thread_id and "}" not in thread_id and "{" not in thread_id:
+            return thread_id
+        return "h:" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
+
     def keys(self, thread_id: str) -> tuple[str, str, str]:
-        """The thread's ``(meta, msgs, ver)`` keys; all share the hash tag ``{thread_id}``."""
-        base = f"{self.prefix}{{{thread_id}}}:"
+        """The thread's ``(meta, msgs, ver)`` keys; all share one hash tag (:meth:`_tag`)."""
+        base = f"{self.prefix}{{{self._tag(thread_id)}}}:"
         return base + "meta", base + "msgs", base + "ver"
 
     def pending_key(self, thread_id: str) -> str:
         """The thread's pending-floor key (same hash tag as :meth:`keys`)."""
-        return f"{self.prefix}{{{thread_id}}}:pending"
+        return f"{self.prefix}{{{self._tag(thread_id)}}}:pending"
 
     def _all_keys(self, thread_id: str) -> list[str]:
         """``meta, msgs, ver, pending`` (the KEYS of the put and invalidate scripts)."""

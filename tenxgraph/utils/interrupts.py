@@ -75,14 +75,23 @@ def interrupt(
 
 
 def pending_interrupts(state: Any) -> list[dict[str, Any]]:
-    """The interrupts a paused state waits on (each ``{"id", "node", "value", "message",
-    "reason", "response_schema"}``), oldest first; empty when not paused by ``interrupt()``."""
+    """The interrupts a paused run waits on (each ``{"id", "node", "value", "message",
+    "reason", "response_schema"}``), oldest first; empty when not paused by ``interrupt()``.
+
+    Args:
+        state: a state object (``get_state``), or the dict ``invoke`` returned.
+    """
+    if isinstance(state, dict):
+        if state.get("state") is not None:
+            return pending_interrupts(state["state"])
+        data = (state.get("interrupt") or {}).get("data") or {}
+        return list(data.get("interrupts", []))
     meta = getattr(state, "execution_meta", None)
     data = getattr(meta, "interrupt_data", None) or {}
     return list(data.get("interrupts", []))
 
 
 def pending_interrupt(state: Any) -> dict[str, Any] | None:
-    """The first pending interrupt of a paused state, or ``None``."""
+    """The first pending interrupt of a paused state (or ``invoke`` result dict), or ``None``."""
     items = pending_interrupts(state)
     return items[0] if items else None

@@ -460,3 +460,34 @@ async def test_tool_errors_answer_the_model(stores: Stores) -> None:
     assert errors[2].content.startswith("Error: invalid arguments for tool 'divide'")
     assert result["messages"][-1].text() == "done"
     assert await cp.aledger_count(config) == 3  # errors are recorded too
+
+
+def test_identical_call_repeated_in_one_message_runs_once(tmp_path) -> None:
+    from tenxgraph.core.graph import Agent, StateGraph, ToolNode
+    from tenxgraph.core.state import Message
+    from tenxgraph.models import ScriptedModel
+    from tenxgraph.utils import END
+
+    effects: list[int] = []
+
+    def act(n: int) -> str:
+        """Record a side effect."""
+        effects.append(n)
+        return f"done {n}"
+
+    call = {"id": "dup", "name": "act", "arguments": {"n": 7}}
+    model = ScriptedModel([{"content": "", "tool_calls": [call, dict(call)]}, "final"])
+    g = StateGraph()
+    g.add_node("MAIN", Agent(model=model, tool_node="TOOL"))
+    g.add_node("TOOL", ToolNode([act]))
+
+    def route(state):
+        last = state.context[-1]
+        return "TOOL" if last.role == "assistant" and last.tool_calls() else END
+
+    g.add_conditional_edges("MAIN", route, {"TOOL": "TOOL", END: END})
+    g.add_edge("TOOL", "MAIN")
+    g.set_entry_point("MAIN")
+    out = g.compile().invoke({"messages": [Message.text_message("go")]}, {"thread_id": "dup"})
+    assert effects == [7]
+    assert [m.role for m in out["messages"]] == ["user", "assistant", "tool", "assistant"]

@@ -142,7 +142,7 @@ async def test_decoded_only_entries() -> None:
     await lru.put(record(1, ((1, 3),), messages=False, decoded=(objs, 2)), rows())
     rec = await lru.get(KEY)
     assert rec is not None and rec.messages is None and rec.decoded == (objs, 2)
-    assert lru.stats()["bytes"] == len(rec.values) + 2 * 512  # estimated
+    assert lru.stats()["bytes"] == len(rec.values) + 2 * 512 * 9  # estimated blobs + objects
     # incomplete and nothing suitable, no decoded: invisible to get
     await lru.put(record(2, ((1, 4),), messages=False), rows(3))
     assert await lru.get(KEY) is None

@@ -282,6 +282,16 @@ class ToolNode:
         assistant, calls = pending_tool_calls(context)
         if assistant is None or not calls:
             return []
+        # The same call repeated in one message (same id, name and arguments) is one call: it
+        # runs once and gets one tool message (a tool message answers a call id).
+        seen: set[str] = set()
+        unique: list[ToolCallBlock] = []
+        for call in calls:
+            key = call_key_for(assistant.message_id, call)
+            if key not in seen:
+                seen.add(key)
+                unique.append(call)
+        calls = unique
         results: list[list[Message] | None] = [None] * len(calls)
         errors: list[BaseException | None] = [None] * len(calls)
 
@@ -406,15 +416,17 @@ class ToolNode:
                     raise
                 raise LedgerWriteError(
                     f"the result of tool {call.name!r} (call {call.id}) could not be recorded in "
-                    f"the ledger ({exc.error_code}); the run stops so the tool cannot run twice. "
-                    "Fix the store, then resume with invoke(None, config)",
+                    f"the ledger ({exc.error_code}); the run stops and the thread does not advance. "
+                    "The tool did run: resuming with invoke(None, config) runs it again, so "
+                    "reconcile this call (see context) before resuming",
                     context=context,
                 ) from exc
             except Exception as exc:  # noqa: BLE001 - any failure to record stops the run
                 raise LedgerWriteError(
                     f"the result of tool {call.name!r} (call {call.id}) could not be recorded in "
-                    f"the ledger ({type(exc).__name__}); the run stops so the tool cannot run "
-                    "twice. Fix the store, then resume with invoke(None, config)",
+                    f"the ledger ({type(exc).__name__}); the run stops and the thread does not "
+                    "advance. The tool did run: resuming with invoke(None, config) runs it "
+                    "again, so reconcile this call (see context) before resuming",
                     context=context,
                 ) from exc
 

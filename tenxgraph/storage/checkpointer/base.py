@@ -9,6 +9,7 @@ method has a sync twin that runs it through the one shared portal
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from tenxgraph.storage.base import (
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
 
 __all__ = ["BaseCheckpointer", "Loaded", "StateSnapshot"]
+
+log = logging.getLogger("tenxgraph.checkpointer")
 
 
 @dataclass(slots=True)
@@ -180,6 +183,44 @@ class BaseCheckpointer:
         view = DurableView(messages=msgs, length=n, ranges=rec.ranges, next_seq=rec.next_seq)
         return Loaded(state=state, version=rec.version, view=view, created_at=rec.created_at)
 
+    async def _decode_or_refetch(
+        self, key: ThreadKey, rec: StoredCheckpoint, state_cls: type[AgentState]
+    ) -> Loaded | None:
+        """Decode ``rec``; when that fails and the record may have come from a cache tier
+        (well-formed JSON of the wrong shape), drop the thread from every cache and decode the
+        source of truth's copy instead, so a corrupt cache entry is a miss, never an error.
+
+        Raises:
+            SerializationError: ``STORAGE_SERIALIZATION_000`` when the source's own copy cannot
+                be decoded against ``state_cls`` (e.g. the state class changed incompatibly).
+        """
+        try:
+            return self._decode(rec, state_cls)
+        except Exception as exc:  # noqa: BLE001 - pydantic / JSON errors of a bad record
+            first = exc
+        source = getattr(self.store, "source", None)
+        invalidate = getattr(self.store, "invalidate", None)
+        if source is not None and invalidate is not None:
+            log.warning(
+                "checkpoint of a thread could not be decoded (%s); dropping it from the caches "
+                "and reading the source of truth",
+                type(first).__name__,
+            )
+            await invalidate(key)
+            rec = await source.read(key)
+            if rec is None:
+                return None
+            try:
+                return self._decode(rec, state_cls)
+            except Exception as exc:  # noqa: BLE001
+                first = exc
+        raise SerializationError(
+            f"the stored checkpoint of thread {key.thread_id!r} cannot be decoded against "
+            f"{state_cls.__name__} ({type(first).__name__}); was the state class changed "
+            "incompatibly?",
+            context={"thread_id": key.thread_id, "path": "$", "type": type(first).__name__},
+        ) from None
+
     # -- runtime API -----------------------------------------------------------------------------
     async def aload(
         self, config: dict[str, Any], state_cls: type[AgentState] | None = None
@@ -204,7 +245,11 @@ class BaseCheckpointer:
                 config["_checkpoint_version"] = 0
                 self._seen.pop(key, None)
                 return None
-            loaded = self._decode(rec, state_cls or self.state_class)
+            loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
+            if loaded is None:
+                config["_checkpoint_version"] = 0
+                self._seen.pop(key, None)
+                return None
             sp.set_attribute(ATTR.VERSION, loaded.version)
         config["_checkpoint_version"] = loaded.version
         self._seen[key] = loaded
