@@ -272,6 +272,9 @@ def expected_tree(b: Backend, nodes: list[str]) -> list[str]:
     """The span tree of a run on a fresh thread with a checkpoint after each node."""
     reads = [f"  {SPAN.CHECKPOINT_READ}[{t}]" for t in [*b.caches, b.source]]
     writes = [f"    {SPAN.CHECKPOINT_WRITE}[{t}]" for t in [b.source, *b.caches]]
+    if "redis" in b.caches:
+        # The write in flight is announced to Redis before the source write (pending floor).
+        writes = [f"    {SPAN.STAMP_WRITE}[redis]", *writes]
     out = [SPAN.RUN, f"  {SPAN.CHECKPOINT_LOAD}", *["  " + r for r in reads]]
     for n in nodes:
         out += [f"  {SPAN.NODE}[{n}]", f"  {SPAN.CHECKPOINT_COMMIT}", *writes]
