@@ -9,7 +9,7 @@ Servers and clean-up come from ``benchmarks/conftest.py`` (``--bench-dsn``,
 ``--bench-redis-url``): a private database and Redis key prefix for the session, removed at
 the end; skipped without Redis.
 
-The thread holds 100 messages of about 200 characters (the graph of ``DESIGN.md`` section 7).
+The thread holds 100 messages of about 200 characters (the benchmark graph of benchmarks/README.md).
 Groups:
 
 * ``read-raw``: one tier's ``get``/``read`` alone (encoded blobs);

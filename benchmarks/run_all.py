@@ -744,7 +744,7 @@ def _find(pts: dict[str, PointResult], prefix: str) -> PointResult | None:
 
 
 def render_goals(res: dict[str, Any]) -> str:
-    """The goals of DESIGN.md section 7 / issue 7, each with its measured value."""
+    """The project's performance goals, each with its measured value."""
     rows: list[list[str]] = []
     growth = res.get("growth", {}).get("points", {})
     fresh = res.get("fresh", {}).get("points", {}).get(0, {})
@@ -879,7 +879,7 @@ def render_goals(res: dict[str, Any]) -> str:
     if not rows:
         return ""
     return (
-        "## Goals (DESIGN.md section 7, issue 7)\n\n"
+        "## Goals (the project's performance targets)\n\n"
         + table(["goal", "measured", "verdict"], rows)
         + "\n"
     )

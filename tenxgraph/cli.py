@@ -102,8 +102,24 @@ class StoreSpec:
         return f"embedded SQLite store {self.db}"
 
     def checkpointer(self) -> Any:
-        """A new checkpointer for this store (not yet set up)."""
+        """A new checkpointer for this store (not yet set up).
+
+        Raises:
+            CliError: exit code 2 when the Postgres / Redis drivers are not installed.
+        """
         if self.dsn:
+            try:
+                import psycopg  # noqa: F401
+                import psycopg_pool  # noqa: F401
+
+                if self.redis_url:
+                    import redis  # noqa: F401
+            except ImportError as exc:
+                raise CliError(
+                    f"{exc.name} is not installed: pip install 'tenxgraph[postgres,redis]' "
+                    "(or, in a clone, pip install -e '.[postgres,redis]')",
+                    EXIT_USAGE,
+                ) from None
             from tenxgraph.storage.checkpointer import PgCheckpointer
 
             return PgCheckpointer(
@@ -136,9 +152,17 @@ async def _open(spec: StoreSpec) -> Any:
     Raises:
         CliError: exit code 3 when the store cannot be reached or its schema is newer.
     """
-    from tenxgraph.core.exceptions import SchemaVersionError, StorageError, TransientStorageError
+    from tenxgraph.core.exceptions import (
+        ConfigError,
+        SchemaVersionError,
+        StorageError,
+        TransientStorageError,
+    )
 
-    cp = spec.checkpointer()
+    try:
+        cp = spec.checkpointer()
+    except (ConfigError, ValueError) as exc:
+        raise CliError(f"bad store options: {exc}", EXIT_USAGE) from None
     try:
         await cp.asetup()
     except (TransientStorageError, SchemaVersionError, OSError) as exc:
@@ -179,6 +203,21 @@ async def _cmd_setup(args: argparse.Namespace) -> int:
     spec = _store_spec(args)
     cp = await _open(spec)
     await cp.aclose()
+    if spec.dsn and spec.redis_url:
+        import redis.asyncio as aioredis
+
+        from tenxgraph.core.exceptions import redact
+
+        client = aioredis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)
+        try:
+            await client.ping()
+        except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+            raise CliError(
+                f"schema ready on Postgres, but Redis is not reachable: {redact(str(exc))}",
+                EXIT_UNREACHABLE,
+            ) from None
+        finally:
+            await client.aclose()
     print(f"schema ready: {spec.describe()}")
     return EXIT_OK
 
@@ -1482,6 +1521,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
+        return EXIT_USAGE
+    if args.command == "threads" and not getattr(args, "dsn", None):
+        db = getattr(args, "db", None) or "tenxgraph.sqlite"
+        if db != ":memory:" and not Path(db).exists():
+            print(f"tenxgraph threads: no database file {db!r} (use --db PATH)", file=sys.stderr)
+            return EXIT_USAGE
+    if args.command == "replay" and args.limit is not None and args.limit < 1:
+        print("tenxgraph replay: --limit must be >= 1", file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.command == "setup":

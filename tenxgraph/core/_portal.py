@@ -13,6 +13,7 @@ Called on a thread that is running an event loop, a sync method refuses with
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -64,6 +65,25 @@ def ensure_no_running_loop(sync_name: str, async_name: str) -> None:
 
 
 _portal_thread = threading.local()
+
+
+def _reset_after_fork() -> None:
+    """In a forked child the portal's thread does not exist: start a new portal on first use
+    (gunicorn --preload, Celery and multiprocessing's fork start method fork after imports)."""
+    global _lock, _portal, _portal_cm
+    # Keep the parent's portal objects referenced forever: collecting its context manager
+    # would run its exit, which waits for a thread that does not exist in this process.
+    _orphans.append((_portal, _portal_cm))
+    _lock = threading.Lock()
+    _portal = None
+    _portal_cm = None
+
+
+_orphans: list[tuple[Any, Any]] = []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _get_portal() -> BlockingPortal:

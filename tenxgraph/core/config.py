@@ -39,9 +39,15 @@ def _canon(key: str) -> str:
 _CANON = {_canon(k): k for k in KNOWN_KEYS}
 
 
+#: Short forms that are almost certainly meant as a known key.
+_ALIASES = {"user": "user_id", "thread": "thread_id", "run": "run_id", "uid": "user_id"}
+
+
 def _misspelling_of(key: str) -> str | None:
     if key in KNOWN_KEYS:
         return None
+    if key.lower() in _ALIASES:
+        return _ALIASES[key.lower()]
     canon = _canon(key)
     if canon in _CANON:
         return _CANON[canon]

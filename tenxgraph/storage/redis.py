@@ -431,7 +431,10 @@ class RedisCache:
         ttl_s: every key of a thread expires this many seconds after its last write
             (default 86400, one day).
         timeout_s: a call taking longer than this many seconds (connecting included) is
-            abandoned and counts as a failure (default 0.25).
+            abandoned and counts as a failure (default 2.0). Keep it generous: an instance
+            whose call timed out backs off and writes without raising the pending floor, which
+            lets other instances read its thread's previous version until the CAS catches it;
+            under heavy load 0.25 s produced such stale reads, 2-3 s did not.
         reconnect_backoff_s: after a connection-level failure, calls are misses without
             touching the network for this many seconds, and a background probe retries every
             this many seconds until Redis answers (default 1.0). After reconnecting, version
@@ -456,7 +459,7 @@ class RedisCache:
         client: aioredis.Redis | None = None,
         prefix: str = "tenxgraph:",
         ttl_s: int = 86400,
-        timeout_s: float = 0.25,
+        timeout_s: float = 2.0,
         reconnect_backoff_s: float = 1.0,
     ) -> None:
         if client is None and not url:

@@ -20,6 +20,7 @@ import enum
 import math
 import threading
 import uuid
+import zoneinfo
 from typing import Any
 
 import orjson
@@ -116,6 +117,13 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
         items = [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
         return {_TAG: "set" if t is set else "fset", "v": items}
     if t is _dt.datetime:
+        tz = value.tzinfo
+        if tz is None or type(tz) is _dt.timezone:
+            return {_TAG: "dt", "v": value.isoformat()}
+        if isinstance(tz, zoneinfo.ZoneInfo) and tz.key:
+            # A named zone keeps its daylight-saving rules: store the instant and the zone key.
+            return {_TAG: "dtz", "v": value.isoformat(), "z": tz.key}
+        _flags.risky = True  # another tzinfo implementation: verified, refused if lossy
         return {_TAG: "dt", "v": value.isoformat()}
     if t is _dt.date:
         return {_TAG: "date", "v": value.isoformat()}
@@ -144,6 +152,8 @@ def _dec(value: Any) -> Any:
     if t is not dict:
         return value
     tag = value.get(_TAG)
+    if tag == "dtz" and len(value) == 3 and "v" in value and "z" in value:
+        return _dt.datetime.fromisoformat(value["v"]).astimezone(zoneinfo.ZoneInfo(value["z"]))
     if tag is None or len(value) != 2 or "v" not in value:
         return {k: _dec(v) for k, v in value.items()}
     v = value["v"]
@@ -209,8 +219,22 @@ def loads(data: bytes | str | memoryview) -> Any:
 
 # -- messages -------------------------------------------------------------------------------------
 def encode_message(msg: Message, path: str = "$.context[?]") -> bytes:
-    """Encode one message; raises :class:`SerializationError` for unsupported metadata values."""
-    return dumps(msg, path)
+    """Encode one message.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` for a value (in ``metadata``, a tool
+            result, ``raw``...) of an unsupported type, or one that would not decode back to
+            the same type (an Enum or Pydantic model inside ``metadata`` comes back as plain
+            data, so it is refused); ``context["path"]`` names it.
+    """
+    _flags.risky = False
+    data = dumps(msg, path)
+    if _flags.risky:
+        back = decode_message(data)
+        bad = _strict_equal(msg, back, path)
+        if bad:
+            raise _fail(bad, msg, "it would not decode back to the same type")
+    return data
 
 
 def decode_message(data: bytes | str | memoryview) -> Message:
@@ -328,9 +352,14 @@ def decode_values(state_cls: type[BaseModel], data: bytes | str | memoryview) ->
 
 
 def _trusted_types() -> frozenset[type]:
+    from tenxgraph.core.state import message_block
     from tenxgraph.core.state.execution import ExecutionState, ExecutionStatus, StopRequestStatus
+    from tenxgraph.core.state.message import TokenUsages
 
-    return frozenset({ExecutionState, ExecutionStatus, StopRequestStatus})
+    blocks = {getattr(message_block, n) for n in message_block.__all__ if n != "ContentBlock"}
+    return frozenset(
+        {ExecutionState, ExecutionStatus, StopRequestStatus, Message, TokenUsages, *blocks}
+    )
 
 
 #: Runtime-owned models and enums whose fields are declared exactly (never lossy).

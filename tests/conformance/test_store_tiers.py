@@ -1,5 +1,5 @@
 """Tier-level conformance: every source of truth (and cache stack over one) keeps the storage
-promises of DESIGN.md section 3 with exact values.
+promises of docs/guarantees.md with exact values.
 
 Writes are built the way the facade builds them: real :class:`Message` objects encoded with
 :mod:`tenxgraph.storage.serde`, ranges of per-thread seqs, ``expected_version`` for the CAS.

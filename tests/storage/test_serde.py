@@ -78,3 +78,25 @@ def test_messages_with_lone_surrogates_and_nul_round_trip_exactly() -> None:
 def test_a_user_dict_using_the_tag_key_is_not_mistaken_for_a_tag() -> None:
     value = {"__tx__": "dt", "v": "2026-01-01T00:00:00"}
     assert serde.loads(serde.dumps(value)) == value
+
+
+def test_named_time_zones_keep_their_zone() -> None:
+    import zoneinfo
+
+    paris = zoneinfo.ZoneInfo("Europe/Paris")
+    when = dt.datetime(2024, 7, 1, 12, tzinfo=paris)
+    back = serde.decode_values(S, serde.encode_values(S(anything={"when": when})))["anything"]
+    assert back["when"] == when and back["when"].tzinfo is paris
+    # Daylight-saving arithmetic still works after the round trip.
+    assert (back["when"] + dt.timedelta(days=180)).utcoffset() == dt.timedelta(hours=1)
+
+
+def test_message_metadata_that_would_lose_its_type_is_refused() -> None:
+    msg = Message.text_message("hi")
+    msg.metadata["color"] = Color.RED
+    with pytest.raises(SerializationError) as err:
+        serde.encode_message(msg, "$.context[0]")
+    assert err.value.context["path"] == "$.context[0].metadata.color"
+    ok = Message.text_message("hi")
+    ok.metadata["when"] = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    assert serde.decode_message(serde.encode_message(ok)).metadata == ok.metadata
