@@ -98,5 +98,5 @@ def test_message_metadata_that_would_lose_its_type_is_refused() -> None:
         serde.encode_message(msg, "$.context[0]")
     assert err.value.context["path"] == "$.context[0].metadata.color"
     ok = Message.text_message("hi")
-    ok.metadata["when"] = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    ok.metadata["when"] = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert serde.decode_message(serde.encode_message(ok)).metadata == ok.metadata
