@@ -13,8 +13,6 @@ import asyncio
 import logging
 import multiprocessing
 import shutil
-import socket
-import subprocess
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,6 +25,7 @@ import orjson
 import pytest
 import redis
 import redis.asyncio as aioredis
+from _dedicated_redis import DedicatedRedis
 from opentelemetry import trace
 
 from tenxgraph.core.exceptions import StaleStateError, StorageError
@@ -226,71 +225,6 @@ async def make_stack(
             await c.aclose()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class DedicatedRedis:
-    """A ``redis-server`` of this test's own, which the test may stop, restart or pause."""
-
-    def __init__(self, tmp: str) -> None:
-        self.port = _free_port()
-        self.tmp = tmp
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        subprocess.run(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "yes",
-                "--dir",
-                self.tmp,
-                "--pidfile",
-                f"{self.tmp}/redis-{self.port}.pid",
-                "--logfile",
-                f"{self.tmp}/redis-{self.port}.log",
-            ],
-            check=True,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with redis.Redis(port=self.port, socket_timeout=0.5) as c:
-                    if c.ping():
-                        return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        subprocess.run(
-            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
-            capture_output=True,
-            check=False,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    time.sleep(0.02)
-            except OSError:
-                return
-
-    def pause(self, ms: int) -> None:
-        with redis.Redis(port=self.port) as c:
-            c.execute_command("CLIENT", "PAUSE", ms, "ALL")
 
 
 @pytest.fixture
