@@ -870,3 +870,13 @@ def test_each_invocation_gets_its_own_run_id_unless_the_caller_sets_one() -> Non
     app.invoke({"messages": ["a"]}, mine)
     app.invoke({"messages": ["b"]}, mine)
     assert mine["run_id"] == "caller-run"
+
+
+@pytest.mark.parametrize(("key", "meant"), [("user", "user_id"), ("thread", "thread_id")])
+def test_short_forms_of_known_config_keys_are_flagged(key: str, meant: str) -> None:
+    from tenxgraph.core.config import normalize_config
+    from tenxgraph.core.exceptions import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        normalize_config({"thread_id": "t", key: "x"})
+    assert err.value.error_code == "CONFIG_001" and err.value.context["did_you_mean"] == meant
