@@ -478,6 +478,16 @@ def _explicit_parameters(schema: dict[str, Any]) -> tuple[dict[str, Any], str | 
     return dict(schema), None, None
 
 
+def _annotation_holder(name: str, annotation: str) -> Callable[[], None]:
+    """A function object whose only annotation is ``name: annotation`` (for get_type_hints)."""
+
+    def holder() -> None:
+        return None
+
+    holder.__annotations__ = {name: annotation}
+    return holder
+
+
 def _resolve_hints(target: Any, sig: inspect.Signature | None) -> dict[str, Any]:
     """Type hints of ``target``; with unresolvable forward references, each one on its own."""
     try:
@@ -491,8 +501,11 @@ def _resolve_hints(target: Any, sig: inspect.Signature | None) -> dict[str, Any]
     for pname, param in sig.parameters.items():
         ann = param.annotation
         if isinstance(ann, str):
+            # Resolve this one annotation the way typing.get_type_hints does, in the tool's
+            # module namespace, so one unresolvable sibling does not hide the others.
+            holder = _annotation_holder(pname, ann)
             try:
-                ann = eval(ann, namespace)  # noqa: S307 - annotations of the tool's own module
+                ann = typing.get_type_hints(holder, globalns=namespace, include_extras=True)[pname]
             except Exception:  # noqa: BLE001
                 ann = Any
         out[pname] = ann
