@@ -6,8 +6,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
+# The module, not its names: importing tenxgraph.core._runner first imports this package.
+from tenxgraph.core import _runner
 from tenxgraph.core._portal import iterate_sync, run_sync
-from tenxgraph.core._runner import apply_update, normalize_return, run_graph
 from tenxgraph.core.config import normalize_config
 from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
 from tenxgraph.core.state import AgentState
@@ -80,7 +81,7 @@ class CompiledGraph:
         key = self.checkpointer.key_for(cfg)
         self._running[key] = self._running.get(key, 0) + 1
         try:
-            async for chunk in run_graph(self, input_data, cfg, ResponseGranularity(granularity)):
+            async for chunk in _runner.run_graph(self, input_data, cfg, ResponseGranularity(granularity)):
                 yield chunk
         finally:
             left = self._running.get(key, 1) - 1
@@ -291,8 +292,8 @@ class CompiledGraph:
             raise ResourceNotFoundError(
                 f"thread {cfg['thread_id']!r} does not exist", context={"thread_id": cfg["thread_id"]}
             )
-        update, _ = normalize_return(values, loaded.state, "__update_state__")
-        new_state, _ = apply_update(loaded.state, update)
+        update, _ = _runner.normalize_return(values, loaded.state, "__update_state__")
+        new_state, _ = _runner.apply_update(loaded.state, update)
         committed = await self.checkpointer.acommit(cfg, new_state, loaded)
         return committed.state
 
