@@ -1,7 +1,7 @@
 """The step loop: one node at a time, a durable checkpoint after each.
 
-A run is an async generator of :class:`~tenxgraph.core.graph.stream.StreamChunk` s; ``ainvoke``
-drains it and keeps the result, ``astream`` hands the chunks to the caller.
+A run is an async generator of ``StreamChunk`` s ending with one :class:`RunResult`;
+``ainvoke`` drains it and keeps the result, ``astream`` hands the chunks to the caller.
 
 Durability (DESIGN section 3): after every node the new state is written as the thread's next
 version by compare-and-swap against the version this run last read or wrote, with
@@ -34,29 +34,29 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
 from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
 from tenxgraph.telemetry import (
     ATTR,
     EVENT,
     SPAN,
     enabled,
     record_error,
-    span,
     start_span,
     use_span,
     user_digest,
 )
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START, ResponseGranularity
+from tenxgraph.utils.interrupts import GraphInterrupt
 
 from .graph.node import call_with_params
-from .graph.stream import StreamChunk, StreamEvent
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import Loaded
 
     from .graph.compiled_graph import CompiledGraph
 
-__all__ = ["run_graph", "apply_update", "normalize_return"]
+__all__ = ["GraphInterrupt", "RunResult", "apply_update", "normalize_return", "run_graph"]
 
 log = logging.getLogger("tenxgraph.runner")
 
@@ -71,12 +71,19 @@ _PAUSED = (
 )
 
 
-class GraphInterrupt(BaseException):  # noqa: N818 - control flow: passes through `except Exception`
-    """Raised inside a node by ``tenxgraph.utils.interrupt`` to pause the run for a human."""
+class RunResult:
+    """The last item a run yields: the result dict ``invoke`` returns and the state reached.
 
-    def __init__(self, payload: dict[str, Any]) -> None:
-        super().__init__("interrupt")
-        self.payload = payload
+    Attributes:
+        data: the result dict (see ``CompiledGraph.ainvoke``).
+        state: the state at the end of the run (as checkpointed).
+    """
+
+    __slots__ = ("data", "state")
+
+    def __init__(self, data: dict[str, Any], state: AgentState) -> None:
+        self.data = data
+        self.state = state
 
 
 # -- node return values -------------------------------------------------------------------------
@@ -93,12 +100,95 @@ def _as_message(item: Any, node: str) -> Message:
     )
 
 
+def _messages_from(value: Any, node: str, field: str) -> list[Message]:
+    """Messages of a ``"messages"`` / ``"context"`` value: ``Message``, ``str`` (an assistant
+    message) or a message dict (as ``model_dump()`` gives), alone or in a list."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out: list[Message] = []
+    for i, m in enumerate(items):
+        if isinstance(m, dict):
+            try:
+                out.append(Message.model_validate(m))
+            except Exception as exc:  # pydantic ValidationError
+                raise ValidationError(
+                    f"node {node!r} returned an invalid message in {field}[{i}]: {exc}",
+                    context={"field": f"{field}[{i}]", "node": node},
+                ) from None
+        else:
+            out.append(_as_message(m, node))
+    return out
+
+
+def state_patch(patch: Any, state_cls: type[AgentState], where: str) -> dict[str, Any]:
+    """Field updates from a ``"state"`` dict (in a run's input or a node's returned dict).
+
+    Each key is a state field, applied through its reducer; ``context`` holds messages
+    (appended by ``add_messages``: known ids are skipped, so a ``model_dump()`` of the current
+    state adds nothing twice); ``execution_meta`` belongs to the runtime and is dropped (a
+    ``model_dump()`` carries it).
+
+    Raises:
+        ValidationError: ``VALIDATION_001`` for a non-dict, an unknown field or a bad message.
+    """
+    if isinstance(patch, AgentState):
+        patch = {k: getattr(patch, k) for k in type(patch).model_fields}
+    if not isinstance(patch, dict):
+        raise ValidationError(
+            f"{where}['state'] must be a dict of state fields, got {type(patch).__name__}",
+            context={"field": "state"},
+        )
+    fields = state_cls.model_fields
+    out: dict[str, Any] = {}
+    for k, v in patch.items():
+        if k == "execution_meta":
+            continue
+        if k == "context":
+            out["context"] = _messages_from(v, where, "state.context")
+        elif k in fields:
+            out[k] = v
+        else:
+            raise ValidationError(
+                f"{where}['state'] names unknown state field {k!r}",
+                context={"field": f"state.{k}"},
+            )
+    return out
+
+
+def node_updates(ret: Any, state: AgentState, node: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Turn a node's return value into updates to apply in order, and the ``goto``.
+
+    ``Command(state=S, update=U, goto=G)`` gives ``[updates of S, updates of U]`` and ``G``.
+
+    Raises:
+        GraphError: ``GRAPH_005`` for an unsupported type, or ``Command(graph=...)`` naming
+            another graph (tenxgraph graphs do not nest).
+        ValidationError: ``VALIDATION_001`` for a dict key that is not a state field.
+    """
+    if isinstance(ret, Command):
+        if ret.graph is not None:
+            raise GraphError(
+                f"node {node!r} returned Command(graph={ret.graph!r}); tenxgraph graphs do not "
+                "nest, so there is no parent graph to hand off to: use goto within this graph",
+                error_code="GRAPH_005",
+                context={"node": node, "graph": str(ret.graph)},
+            )
+        out: list[dict[str, Any]] = []
+        if ret.state is not None:
+            out.append(normalize_return(ret.state, state, node)[0])
+        out.append(normalize_return(ret.update, state, node)[0])
+        return out, ret.goto
+    upd, goto = normalize_return(ret, state, node)
+    return [upd], goto
+
+
 def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, Any], str | None]:
     """Turn a node's return value into ``({field: value}, goto)``.
 
     Supported: ``None``, ``str`` (an assistant message), ``Message``, a list of those, a ``dict``
-    of field updates (key ``"messages"`` appends to ``context``), a state object (its fields
-    replace the current ones), ``Command(update=..., goto=...)``.
+    of field updates (key ``"messages"`` appends to ``context``; key ``"state"`` holds a dict
+    of field values, see :func:`state_patch`), a state object (its fields replace the current
+    ones), ``Command(update=..., goto=...)`` (its ``state`` is ignored here: see
+    :func:`node_updates`).
 
     Raises:
         GraphError: ``GRAPH_005`` for any other type.
@@ -122,10 +212,13 @@ def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, 
     if isinstance(ret, dict):
         fields = type(state).model_fields
         upd: dict[str, Any] = {}
+        if "state" in ret and "state" not in fields:
+            upd.update(state_patch(ret["state"], type(state), f"node {node!r} returned"))
         for k, v in ret.items():
             if k == "messages":
-                msgs = v if isinstance(v, list) else [v]
-                upd["context"] = list(upd.get("context", [])) + [_as_message(m, node) for m in msgs]
+                upd["context"] = list(upd.get("context", [])) + _messages_from(v, node, "messages")
+            elif k == "state" and "state" not in fields:
+                continue
             elif k in fields and k != "execution_meta":
                 upd[k] = v
             else:
@@ -266,11 +359,16 @@ def parse_input(input_data: Any, state_cls: type[AgentState]) -> tuple[list[Mess
                     ) from None
         elif k == "resume":
             continue
+        elif k == "state" and "state" not in fields:
+            patch = state_patch(v, state_cls, "input")
+            msgs.extend(patch.pop("context", []))
+            updates.update(patch)
         elif k in fields and k not in ("execution_meta", "context"):
             updates[k] = v
         else:
             raise ValidationError(
-                f"unknown input key {k!r}; use 'messages', 'resume' or a state field",
+                f"unknown input key {k!r}; use 'messages', 'state' (a dict of state fields), "
+                "'resume' or a state field",
                 context={"field": k},
             )
     return msgs, updates, input_data.get("resume"), "resume" in input_data
@@ -280,8 +378,11 @@ def parse_input(input_data: Any, state_cls: type[AgentState]) -> tuple[list[Mess
 class _Run:
     """Mutable bookkeeping of one invocation (not shared across tasks)."""
 
-    def __init__(self, graph: CompiledGraph, rc: RunConfig) -> None:
+    def __init__(
+        self, graph: CompiledGraph, rc: RunConfig, granularity: ResponseGranularity = ResponseGranularity.LOW
+    ) -> None:
         self.graph = graph
+        self.granularity = granularity
         self.rc = rc
         self.cp = graph.checkpointer
         self.key = self.cp.key_for(rc.raw)
@@ -323,8 +424,23 @@ class _Run:
 
 
 def _chunk(run: _Run, event: StreamEvent, **kw: Any) -> StreamChunk:
-    return StreamChunk(
-        event=event, thread_id=run.rc.thread_id, run_id=run.rc.run_id, timestamp=time.time(), **kw
+    return StreamChunk.fast(event, thread_id=run.rc.thread_id, run_id=run.rc.run_id, **kw)
+
+
+def _pause_chunk(run: _Run, state: AgentState, node: str, kind: str) -> StreamChunk:
+    """The ``updates`` chunk announcing a pause: ``kind`` is ``"interrupt"`` (``interrupt()``),
+    ``"before"`` or ``"after"`` (``interrupt_before`` / ``interrupt_after``)."""
+    meta = state.execution_meta
+    return _chunk(
+        run,
+        StreamEvent.UPDATES,
+        data={
+            "node": node,
+            "status": str(meta.status),
+            "interrupt_type": kind,
+            "interrupts": list((meta.interrupt_data or {}).get("interrupts", [])),
+        },
+        metadata={"node": node, "step": meta.step},
     )
 
 
@@ -337,6 +453,7 @@ def _result(run: _Run, granularity: ResponseGranularity, input_msgs: list[Messag
     }
     if granularity in (ResponseGranularity.PARTIAL, ResponseGranularity.FULL):
         out["context"] = list(state.context)
+        # The reference page's key (the concepts page says ``context_summary``).
         out["summary"] = state.context_summary
     if granularity == ResponseGranularity.FULL:
         out["state"] = state
@@ -408,7 +525,7 @@ async def run_graph(
     rc = normalize_config(config, require_thread=False, new_run=not config.get("run_id"))
     state_cls = graph.state_class
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
-    run = _Run(graph, rc)
+    run = _Run(graph, rc, granularity)
     # Started, not made current: the run is an async generator, and a span current across
     # its yields would leak into the consumer's context. Each piece of work enters it with
     # use_span instead.
@@ -451,17 +568,15 @@ async def _run_body(
     meta = run.state.execution_meta
     has_new_input = bool(input_msgs or field_updates)
 
-    # 1. A pause for a human must be answered, not silently discarded.
-    if meta.status in _PAUSED and has_new_input and not has_resume:
+    # 1. A pause made by interrupt() must be answered, not silently discarded. A static pause
+    # (interrupt_before / interrupt_after) takes new input: it is the human's reply, appended
+    # before the paused run goes on (10xGraph's stream guide resumes it that way).
+    if meta.status == ExecutionStatus.INTERRUPTED and has_new_input and not has_resume:
         pending = (meta.interrupt_data or {}).get("interrupts", [])
-        how = (
-            "answer it with invoke({'resume': answer}, config)"
-            if meta.status == ExecutionStatus.INTERRUPTED
-            else "resume it with invoke(None, config)"
-        )
         raise InterruptPendingError(
             f"thread {rc.thread_id!r} is paused at node {meta.interrupt_node!r} "
-            f"({meta.status}); {how}, or edit it with update_state",
+            f"({meta.status}); answer it with invoke({{'resume': answer}}, config), or edit it "
+            "with update_state",
             context={
                 "thread_id": rc.thread_id,
                 "node": meta.interrupt_node,
@@ -472,8 +587,15 @@ async def _run_body(
     # A pause made by interrupt() waits for an answer: without one, re-running the node would
     # only ask again (and write a version); report the pause unchanged instead.
     if meta.status == ExecutionStatus.INTERRUPTED and not has_resume:
-        yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
+        yield RunResult(_result(run, granularity, []), run.state)
         return
+
+    def input_update() -> dict[str, Any]:
+        update: dict[str, Any] = dict(field_updates)
+        if input_msgs:
+            update["context"] = input_msgs
+            update["__append__"] = True
+        return update
 
     # 2. Finish an unfinished run first (crash, stop, pause being resumed).
     resume_from: str | None = None
@@ -485,11 +607,20 @@ async def _run_body(
         run_span.add_event(EVENT.RESUME, {ATTR.NODE: resume_from})
         replay = meta.status == ExecutionStatus.RUNNING
         skip_before = meta.status == ExecutionStatus.INTERRUPTED_BEFORE
+        reply_to_pause = has_new_input and meta.status in (
+            ExecutionStatus.INTERRUPTED_BEFORE,
+            ExecutionStatus.INTERRUPTED_AFTER,
+        )
         internal = dict(meta.internal_data)
         if has_resume:
             internal["answers"] = _merge_answers(
                 internal.get("answers", {}), resume_value, meta.interrupt_data
             )
+        accepted: list[Message] = []
+        if reply_to_pause:
+            run.state, accepted = apply_update(run.state, input_update())
+            # Durable with the resumed node's checkpoint, like any run's input.
+            run.dirty = True
         run.state = _with_meta(
             run.state,
             status=ExecutionStatus.RUNNING,
@@ -500,27 +631,23 @@ async def _run_body(
             error=None,
             internal_data=internal,
         )
+        for m in accepted:
+            yield _chunk(run, StreamEvent.MESSAGE, message=m)
         async for ch in _steps(run, resume_from, replay=replay, skip_interrupt_before=skip_before):
             yield ch
-        if run.state.execution_meta.status != ExecutionStatus.COMPLETED:
-            yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
+        if reply_to_pause or run.state.execution_meta.status != ExecutionStatus.COMPLETED:
+            yield RunResult(_result(run, granularity, input_msgs if reply_to_pause else []), run.state)
             return
 
     if not has_new_input:
-        if run.prev is None and resume_from is None:
-            # Nothing to do on an unknown thread: no write.
-            pass
-        yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, []))
+        # Nothing to do on a finished or unknown thread: no write.
+        yield RunResult(_result(run, granularity, []), run.state)
         return
 
     # 3. The new input. Messages produced by finishing the earlier run come first in the
     # result, as they do in the stored conversation.
     run.resumed_count = len(run.produced)
-    update: dict[str, Any] = dict(field_updates)
-    if input_msgs:
-        update["context"] = input_msgs
-        update["__append__"] = True
-    run.state, accepted = apply_update(run.state, update)
+    run.state, accepted = apply_update(run.state, input_update())
     entry = graph.builder.entry_point
     assert entry is not None
     run.state = _with_meta(
@@ -541,7 +668,170 @@ async def _run_body(
         yield _chunk(run, StreamEvent.MESSAGE, message=m)
     async for ch in _steps(run, entry, replay=False, skip_interrupt_before=False):
         yield ch
-    yield _chunk(run, StreamEvent.RESULT, data=_result(run, granularity, input_msgs))
+    yield RunResult(_result(run, granularity, input_msgs), run.state)
+
+
+def _take_in_place_appends(ctx: Any, before: int) -> list[Message]:
+    """Take back what a node appended to ``state.context`` in place
+    (``state.context.append(m)``): the list is cut back to its length when the node started
+    (so the state the node received is again exactly the stored one) and the appended items
+    are returned, to go through the ``context`` reducer like returned messages.
+
+    Args:
+        ctx: the context list the node received.
+        before: its length when the node started.
+
+    Returns:
+        The appended items, oldest first (empty when the node appended nothing in place).
+
+    Raises:
+        ValidationError: ``VALIDATION_001`` when an appended item is not a ``Message``.
+    """
+    if len(ctx) <= before:
+        return []
+    extra = list(ctx[before:])
+    del ctx[before:]
+    for m in extra:
+        if not isinstance(m, Message):
+            raise ValidationError(
+                f"state.context holds a {type(m).__name__} appended by a node; append Message "
+                "objects",
+                context={"field": "context"},
+            )
+    return extra
+
+
+class _NodeOutcome:
+    """What one node execution produced (filled by :func:`_execute_node`)."""
+
+    __slots__ = ("streamed", "new_state", "new_msgs", "keys", "nxt", "pause", "stopped")
+
+    def __init__(self) -> None:
+        self.streamed: set[Any] = set()
+        self.new_state: AgentState | None = None
+        self.new_msgs: list[Message] = []
+        self.keys: set[str] = set()
+        self.nxt: str = END
+        self.pause: list[dict[str, Any]] | None = None
+        self.stopped = False
+
+
+def _node_span(run: _Run, node: str, state: AgentState, is_replay: bool) -> Any:
+    return start_span(
+        SPAN.NODE,
+        attributes={
+            ATTR.NODE: node,
+            ATTR.THREAD_ID: run.rc.thread_id,
+            ATTR.STEP: state.execution_meta.step,
+            ATTR.REPLAYED: is_replay,
+        }
+        if enabled()
+        else None,
+    )
+
+
+async def _execute_node(
+    run: _Run, node: str, state: AgentState, is_replay: bool, out: _NodeOutcome
+) -> AsyncIterator[StreamChunk]:
+    """Run one node, filling ``out``; yields the message chunks of a generator node as it
+    yields them.
+
+    The run context variable, the node span and the ``node_timeout`` deadline are entered
+    around each piece of node code and left before anything is yielded to the consumer: the
+    consumer may resume this generator from another task or context (sync ``stream()`` does,
+    through the portal), where a context variable token or a cancel scope entered here could
+    not be left.
+    """
+    graph, rc = run.graph, run.rc
+    node_obj = graph.node_objects[node]
+    ctx0 = state.context
+    n0 = len(ctx0)
+    deadline = None if rc.node_timeout is None else time.monotonic() + rc.node_timeout
+    meta = {"node": node, "step": state.execution_meta.step}
+    node_span = _node_span(run, node, state, is_replay)
+
+    async def step(fn: Any, *args: Any) -> Any:
+        token = _RUN.set(run.ctx)
+        try:
+            with use_span(run.span), use_span(node_span):
+                if deadline is None:
+                    return await fn(*args)
+                left = deadline - time.monotonic()
+                try:
+                    with anyio.fail_after(max(left, 0.0)):
+                        return await fn(*args)
+                except TimeoutError:
+                    raise NodeTimeoutError(
+                        f"node {node!r} ran longer than node_timeout={rc.node_timeout} s",
+                        context={"node": node, "timeout_s": rc.node_timeout},
+                    ) from None
+        finally:
+            _RUN.reset(token)
+
+    try:
+        try:
+            if node_obj.generator is None:
+                returned: list[Any] = [await step(node_obj, state, rc.raw)]
+            else:
+                returned = []
+                agen = node_obj.open_generator(state, rc.raw)
+                try:
+                    while True:
+                        try:
+                            item = await step(agen.__anext__)
+                        except StopAsyncIteration:
+                            break
+                        for m in item if isinstance(item, list) else [item]:
+                            if isinstance(m, (str, Message)):
+                                msg = _as_message(m, node)
+                                if not msg.delta:
+                                    returned.append(msg)
+                                    out.streamed.add(msg.message_id)
+                                yield _chunk(run, StreamEvent.MESSAGE, message=msg, metadata=meta)
+                            else:
+                                returned.append(m)
+                        if await run.stop_requested():
+                            # Stop between two items: what was yielded so far is the node's
+                            # output (as "stop generating" keeps a partial reply).
+                            out.stopped = True
+                            break
+                finally:
+                    await step(agen.aclose)
+            appended = _take_in_place_appends(ctx0, n0)
+            new_state, new_msgs = state, []
+            if appended:
+                new_state, new_msgs = apply_update(state, {"context": appended, "__append__": True})
+                out.keys.add("context")
+            goto = None
+            for ret in returned:
+                updates, g = node_updates(ret, new_state, node)
+                goto = g if g is not None else goto
+                for upd in updates:
+                    if upd.get("__replace__") and upd.get("context") is ctx0:
+                        # The node returned the state it received (after appending to its
+                        # context in place): keep the messages taken above.
+                        upd["context"] = new_state.context
+                    out.keys.update(k for k in upd if not k.startswith("__"))
+                    new_state, more = apply_update(new_state, upd)
+                    new_msgs.extend(more)
+            with use_span(run.span), use_span(node_span):
+                out.nxt = await _route(graph, node, new_state, rc.raw, goto)
+            out.new_state, out.new_msgs = new_state, new_msgs
+        except (GraphInterrupt, BaseExceptionGroup) as gi:
+            payloads = _interrupt_payloads(gi)
+            if payloads is None:
+                raise
+            del ctx0[n0:]  # the node re-runs on resume: nothing of this attempt is kept
+            out.pause = payloads
+    except BaseException as exc:
+        record_error(node_span, exc)
+        if len(ctx0) > n0:
+            del ctx0[n0:]  # the state before the node is what an error checkpoint holds
+        if isinstance(exc, Exception) and _should_save_error(exc):
+            await _save_error(run, state, node, exc)
+        raise
+    finally:
+        node_span.end()
 
 
 async def _steps(
@@ -567,13 +857,8 @@ async def _steps(
             )
         # Stop requested (this process instantly, other processes via the store).
         if await run.stop_requested():
-            run.state = _with_meta(state, status=ExecutionStatus.STOPPED, current_node=node)
-            await run.commit(run.state)
-            try:
-                await run.cp.aset_stop(rc.raw, False)
-            except TenxGraphError as exc:
-                log.warning("could not clear the stop flag: %s", exc.error_code)
-            yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "stopped", "node": node})
+            await _stop(run, state, node)
+            yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "status": "stopped"})
             return
         if node in graph.interrupt_before and not (first and skip_interrupt_before):
             run.state = _with_meta(
@@ -584,10 +869,9 @@ async def _steps(
                 interrupt_reason="interrupt_before",
             )
             await run.commit(run.state)
-            yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "interrupted_before", "node": node})
+            yield _pause_chunk(run, run.state, node, "before")
             return
 
-        node_obj = graph.node_objects[node]
         is_replay = replay and first
         run.ctx.node = node
         run.ctx.replayed = is_replay
@@ -599,56 +883,23 @@ async def _steps(
             if graph._counters is not None:
                 graph._counters.add(1, {ATTR.NODE: node})
         first = False
-        token = _RUN.set(run.ctx)
-        try:
-            with use_span(run.span), span(
-                SPAN.NODE,
-                attributes={
-                    ATTR.NODE: node,
-                    ATTR.THREAD_ID: rc.thread_id,
-                    ATTR.STEP: state.execution_meta.step,
-                    ATTR.REPLAYED: is_replay,
-                }
-                if enabled()
-                else None,
-            ):
-                try:
-                    if rc.node_timeout is not None:
-                        with anyio.fail_after(rc.node_timeout):
-                            ret = await node_obj(state, rc.raw)
-                    else:
-                        ret = await node_obj(state, rc.raw)
-                except TimeoutError:
-                    raise NodeTimeoutError(
-                        f"node {node!r} ran longer than node_timeout={rc.node_timeout} s",
-                        context={"node": node, "timeout_s": rc.node_timeout},
-                    ) from None
-                update, goto = normalize_return(ret, state, node)
-                new_state, new_msgs = apply_update(state, update)
-                nxt = await _route(graph, node, new_state, rc.raw, goto)
-        except (GraphInterrupt, BaseExceptionGroup) as gi:
-            payloads = _interrupt_payloads(gi)
-            if payloads is None:
-                if isinstance(gi, Exception) and _should_save_error(gi):
-                    await _save_error(run, state, node, gi)
-                raise
+        out = _NodeOutcome()
+        async for ch in _execute_node(run, node, state, is_replay, out):
+            yield ch
+        if out.pause is not None:
             run.state = _with_meta(
                 state,
                 status=ExecutionStatus.INTERRUPTED,
                 current_node=node,
                 interrupt_node=node,
-                interrupt_reason=payloads[0].get("reason") or "interrupt",
-                interrupt_data={"interrupts": payloads},
+                interrupt_reason=out.pause[0].get("reason") or "interrupt",
+                interrupt_data={"interrupts": out.pause},
             )
             await run.commit(run.state)
-            yield _chunk(run, StreamEvent.STATE, state=run.state, data={"status": "interrupted", "node": node})
+            yield _pause_chunk(run, run.state, node, "interrupt")
             return
-        except BaseException as exc:
-            if isinstance(exc, Exception) and _should_save_error(exc):
-                await _save_error(run, state, node, exc)
-            raise
-        finally:
-            _RUN.reset(token)
+        new_state, new_msgs, nxt = out.new_state, out.new_msgs, out.nxt
+        assert new_state is not None
         run.executed += 1
         meta_updates: dict[str, Any] = {
             "step": state.execution_meta.step + 1,
@@ -656,7 +907,9 @@ async def _steps(
             "status": ExecutionStatus.COMPLETED if nxt == END else ExecutionStatus.RUNNING,
             "internal_data": {},
         }
-        if node in graph.interrupt_after and nxt != END:
+        if out.stopped and nxt != END:
+            meta_updates["status"] = ExecutionStatus.STOPPED
+        elif node in graph.interrupt_after and nxt != END:
             meta_updates.update(
                 status=ExecutionStatus.INTERRUPTED_AFTER, interrupt_node=node, interrupt_reason="interrupt_after"
             )
@@ -668,22 +921,49 @@ async def _steps(
             await run.commit(new_state)
         else:
             run.dirty = True
+        meta = {"node": node, "step": state.execution_meta.step}
         for m in new_msgs:
-            yield _chunk(run, StreamEvent.MESSAGE, message=m)
-        yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "next": nxt, "keys": sorted(update)})
+            if m.message_id not in out.streamed:
+                yield _chunk(run, StreamEvent.MESSAGE, message=m, metadata=meta)
+        yield _chunk(
+            run,
+            StreamEvent.UPDATES,
+            data={"node": node, "next": nxt, "keys": sorted(out.keys)},
+            metadata=meta,
+        )
+        if run.granularity != ResponseGranularity.LOW:
+            yield _chunk(run, StreamEvent.STATE, state=run.state, metadata=meta)
+        if status == ExecutionStatus.STOPPED:
+            await _clear_stop(run)
+            yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "status": "stopped"}, metadata=meta)
+            return
         if status == ExecutionStatus.INTERRUPTED_AFTER:
-            yield _chunk(run, StreamEvent.STATE, state=new_state, data={"status": "interrupted_after", "node": node})
+            yield _pause_chunk(run, run.state, node, "after")
             return
         node = nxt
     if run.dirty:
         await run.commit(run.state)
 
 
+async def _stop(run: _Run, state: AgentState, node: str) -> None:
+    """Checkpoint a stop before ``node`` and withdraw the durable stop request."""
+    run.state = _with_meta(state, status=ExecutionStatus.STOPPED, current_node=node)
+    await run.commit(run.state)
+    await _clear_stop(run)
+
+
+async def _clear_stop(run: _Run) -> None:
+    try:
+        await run.cp.aset_stop(run.rc.raw, False)
+    except TenxGraphError as exc:
+        log.warning("could not clear the stop flag: %s", exc.error_code)
+
+
 def _interrupt_payloads(exc: BaseException) -> list[dict[str, Any]] | None:
-    """The payloads of a ``GraphInterrupt`` or of a group made only of them (parallel tools),
-    in id order; ``None`` when ``exc`` holds anything else."""
+    """The stored forms of the interrupts of a ``GraphInterrupt`` or of a group made only of
+    them (parallel tools), in id order; ``None`` when ``exc`` holds anything else."""
     if isinstance(exc, GraphInterrupt):
-        return [exc.payload]
+        return [i.to_dict() for i in exc.interrupts]
     if isinstance(exc, BaseExceptionGroup):
         out: list[dict[str, Any]] = []
         for sub in exc.exceptions:

@@ -40,7 +40,7 @@ ERROR_CODES: dict[str, str] = {
     "GRAPH_000": "generic graph error",
     "GRAPH_001": "invalid node (duplicate or reserved name, unsupported node object)",
     "GRAPH_002": "no entry point: call set_entry_point() or add_edge(START, node)",
-    "GRAPH_003": "orphan node: a node that no path from the entry point reaches",
+    "GRAPH_003": "orphan node: a node that appears in no edge at all",
     "GRAPH_004": "unknown node named in an edge or an interrupt list",
     "GRAPH_005": "a node returned a value of an unsupported type",
     "GRAPH_006": "a router returned a key that is neither a node nor in its path_map",
@@ -136,11 +136,13 @@ class GraphError(TenxGraphError):
     default_code = "GRAPH_000"
 
 
-class InterruptPendingError(GraphError):
-    """A new input arrived on a thread paused for a human answer (``GRAPH_008``).
+class InterruptPendingError(GraphError, ValueError):
+    """A new input arrived on a thread paused by ``interrupt()`` for a human answer
+    (``GRAPH_008``).
 
     Resume it with ``invoke({"resume": answer}, config)`` or edit it with ``update_state``.
-    ``context``: ``thread_id``, ``node``, ``interrupt_ids``.
+    ``context``: ``thread_id``, ``node``, ``interrupt_ids``. Also a ``ValueError``: the input
+    is not acceptable in the thread's state (10xGraph reports bad input as ``ValueError``).
     """
 
     default_code = "GRAPH_008"

@@ -7,9 +7,9 @@ from typing import Any
 
 from .command import Command
 from .constants import END, START, ResponseGranularity
-from .interrupts import interrupt, pending_interrupt, pending_interrupts
+from .interrupts import GraphInterrupt, Interrupt, interrupt, pending_interrupt, pending_interrupts
 
-__all__ = ["END", "START", "Command", "ResponseGranularity", "interrupt", "pending_interrupt",
+__all__ = ["END", "START", "Command", "GraphInterrupt", "Interrupt", "ResponseGranularity", "interrupt", "pending_interrupt",
            "pending_interrupts", "tool", "get_tool_metadata", "has_tool_decorator"]
 
 

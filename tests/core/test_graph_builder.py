@@ -70,8 +70,10 @@ def test_no_entry_point_is_graph_002() -> None:
 
 
 def test_orphan_node_is_graph_003() -> None:
+    # 10xGraph's rule: an orphan is a node in no edge at all. "b" and "c" are connected (to
+    # each other) though unreachable from the entry point, so only "d" is an orphan.
     g = StateGraph()
-    for n in ("a", "b", "c"):
+    for n in ("a", "b", "c", "d"):
         g.add_node(n, reply(n))
     g.set_entry_point("a")
     g.add_edge("a", END)
@@ -79,7 +81,7 @@ def test_orphan_node_is_graph_003() -> None:
     with pytest.raises(GraphError) as ei:
         g.compile()
     assert ei.value.error_code == "GRAPH_003"
-    assert ei.value.context == {"nodes": ["b", "c"]}
+    assert ei.value.context == {"nodes": ["d"]}
 
 
 def _two_nodes() -> StateGraph:
@@ -481,7 +483,7 @@ async def test_astream_chunks_events_and_fields() -> None:
         assert c.run_id == run_id
         assert t0 - 1 <= c.timestamp <= time.time() + 1
     final = chunks[-1]
-    assert final.data == {"status": "done"}
+    assert final.data == {"status": "completed"}  # the execution status reached
     assert isinstance(final.state, NoteState)
     assert texts(final.state) == ["hi", "from a", "from b"] and final.state.note == "b was here"
     assert cfg["_checkpoint_version"] == 2
@@ -531,7 +533,7 @@ async def test_astream_error_chunk_for_a_failing_node() -> None:
         async for c in app.astream({"messages": [user("hi")]}, {"thread_id": "t-boom"}):
             chunks.append(c)
     assert [c.event for c in chunks] == ["message", "error"]
-    assert chunks[-1].data == {"error_code": "RuntimeError", "message": "node failed"}
+    assert chunks[-1].data == {"error_code": "RuntimeError", "reason": "node failed", "message": "node failed"}
     # The failure is checkpointed with status error (the input kept).
     st = await app.aget_state({"thread_id": "t-boom"})
     assert (texts(st), st.execution_meta.status, st.execution_meta.error) == (

@@ -13,11 +13,10 @@ from tenxgraph.core.config import normalize_config
 from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
 from tenxgraph.storage.base import ThreadKey
 from tenxgraph.telemetry import METRIC, counter
 from tenxgraph.utils.constants import ResponseGranularity
-
-from .stream import StreamChunk, StreamEvent
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateSnapshot
@@ -75,7 +74,7 @@ class CompiledGraph:
     # -- runs ------------------------------------------------------------------------------------
     async def _drive(
         self, input_data: Any, config: dict[str, Any] | None, granularity: ResponseGranularity
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncIterator[StreamChunk | _runner.RunResult]:
         cfg = config if config is not None else {}
         normalize_config(cfg, require_thread=False)
         key = self.checkpointer.key_for(cfg)
@@ -127,7 +126,7 @@ class CompiledGraph:
         agen = self._drive(input_data, config, response_granularity)
         try:
             async for chunk in agen:
-                if chunk.event == StreamEvent.RESULT:
+                if isinstance(chunk, _runner.RunResult):
                     result = chunk.data
         finally:
             await agen.aclose()
@@ -151,34 +150,51 @@ class CompiledGraph:
         config: dict[str, Any] | None = None,
         response_granularity: ResponseGranularity = ResponseGranularity.LOW,
     ) -> AsyncIterator[StreamChunk]:
-        """Run like :meth:`ainvoke`, yielding :class:`StreamChunk` s as the run goes:
-        ``message`` for each message entering the state, ``updates`` after each node,
-        ``state`` when the run pauses, stops or finishes, ``error`` before an error is raised.
+        """Run like :meth:`ainvoke`, yielding ``StreamChunk`` s as the run goes.
+
+        Chunks, in order: ``message`` for each input message and each message a node produces
+        (a generator node's items as it yields them, ``message.delta`` fragments included;
+        ``metadata`` ``{"node", "step"}``); after each node an ``updates`` chunk (``data``:
+        ``node``, ``next``, the updated ``keys``) and, with ``PARTIAL`` or ``FULL``
+        granularity, a ``state`` chunk; an ``updates`` chunk when the run pauses (``data``:
+        ``node``, ``status``, ``interrupt_type`` ``"interrupt"`` / ``"before"`` /
+        ``"after"``, ``interrupts``: the pending ``interrupt()`` payloads) or stops
+        (``status`` ``"stopped"``); last, a ``state`` chunk with the state reached (``data``:
+        ``{"status": execution status}``). A failure yields an ``error`` chunk (``data``:
+        ``error_code``, ``reason``, ``message``) and is then raised.
+
+        Args:
+            input_data, config, response_granularity: as for :meth:`ainvoke`.
+
+        Raises:
+            Whatever :meth:`ainvoke` raises, after the ``error`` chunk.
         """
         # One dict for the whole run: without a config, the thread id the runtime generates
-        # must be the one the final state is read from.
+        # is the one every chunk reports.
         config = config if config is not None else {}
         agen = self._drive(input_data, config, response_granularity)
         try:
             async for chunk in agen:
-                if chunk.event == StreamEvent.RESULT:
-                    yield StreamChunk(
-                        event=StreamEvent.STATE,
-                        state=(chunk.data or {}).get("state") or await self.aget_state(config),
-                        data={"status": "done"},
-                        thread_id=chunk.thread_id,
-                        run_id=chunk.run_id,
+                if isinstance(chunk, _runner.RunResult):
+                    yield StreamChunk.fast(
+                        StreamEvent.STATE,
+                        state=chunk.state,
+                        data={"status": str(chunk.state.execution_meta.status)},
+                        thread_id=config.get("thread_id"),
+                        run_id=config.get("run_id"),
                     )
                     continue
                 yield chunk
         except Exception as exc:
             # Every failure is announced, a node's own exception too (its class name stands in
             # for the error code).
-            yield StreamChunk(
-                event=StreamEvent.ERROR,
+            message = exc.message if isinstance(exc, TenxGraphError) else str(exc)
+            yield StreamChunk.fast(
+                StreamEvent.ERROR,
                 data={
                     "error_code": getattr(exc, "error_code", None) or type(exc).__name__,
-                    "message": exc.message if isinstance(exc, TenxGraphError) else str(exc),
+                    "reason": message,
+                    "message": message,
                 },
                 thread_id=config.get("thread_id"),
                 run_id=config.get("run_id"),

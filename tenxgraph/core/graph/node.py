@@ -41,6 +41,35 @@ def _declared(func: Callable[..., Any]) -> tuple[bool, bool, bool]:
     return wants_state, wants_config, is_async
 
 
+def _generator_kind(func: Callable[..., Any]) -> str | None:
+    """``"async"`` for an async generator function, ``"sync"`` for a generator function,
+    else ``None``."""
+    target = func
+    if not inspect.isfunction(func) and not inspect.ismethod(func) and callable(func):
+        target = func.__call__  # type: ignore[operator]
+    if inspect.isasyncgenfunction(target) or inspect.isasyncgenfunction(func):
+        return "async"
+    if inspect.isgeneratorfunction(target) or inspect.isgeneratorfunction(func):
+        return "sync"
+    return None
+
+
+_DONE = object()
+
+
+async def _iterate_sync_generator(gen: Any) -> Any:
+    """Drive a sync generator from async code, each step in a worker thread (a step may
+    block); the generator is closed in a worker thread when iteration stops early."""
+    try:
+        while True:
+            item = await anyio.to_thread.run_sync(next, gen, _DONE)
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        await anyio.to_thread.run_sync(gen.close)
+
+
 def _param_names(func: Callable[..., Any]) -> list[str]:
     try:
         return _param_names_cached(func)
@@ -73,6 +102,11 @@ class Node:
         func: a function (sync or async), an ``Agent``, a ``ToolNode`` or any callable.
         wants_state, wants_config: which arguments it declares.
         is_async: awaited on the event loop when ``True``; otherwise run in a worker thread.
+        positional: ``state`` / ``config`` are passed positionally (the function names its
+            parameters otherwise).
+        generator: ``"async"`` for an ``async def`` that ``yield`` s, ``"sync"`` for a ``def``
+            that ``yield`` s (each step runs in a worker thread), else ``None``. Such a node's
+            items are streamed as they come (see :meth:`open_generator`).
     """
 
     name: str
@@ -81,6 +115,7 @@ class Node:
     wants_config: bool
     is_async: bool
     positional: bool
+    generator: str | None = None
 
     @classmethod
     def build(cls, name: str, func: Any) -> Node:
@@ -100,25 +135,38 @@ class Node:
         ws, wc, ia = _declared(func)
         names = _param_names(func)
         positional = not ("state" in names or "config" in names)
-        return cls(name, func, ws, wc, ia, positional)
+        return cls(name, func, ws, wc, ia, positional, _generator_kind(func))
 
-    async def __call__(self, state: Any, config: dict[str, Any]) -> Any:
-        """Call the node with the arguments it declares; sync nodes run in a worker thread."""
+    def _args(self, state: Any, config: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if self.positional:
-            args: tuple[Any, ...] = ()
-            if self.wants_state:
-                args = (state, config) if self.wants_config else (state,)
-            if self.is_async:
-                return await self.func(*args)
-            return await anyio.to_thread.run_sync(functools.partial(self.func, *args))
+            if not self.wants_state:
+                return (), {}
+            return ((state, config) if self.wants_config else (state,)), {}
         kwargs: dict[str, Any] = {}
         if self.wants_state:
             kwargs["state"] = state
         if self.wants_config:
             kwargs["config"] = config
+        return (), kwargs
+
+    def open_generator(self, state: Any, config: dict[str, Any]) -> Any:
+        """Start a generator node and return an async iterator over what it yields.
+
+        Only for nodes whose ``generator`` is set. Creating the generator runs none of its
+        code; a sync generator's steps each run in a worker thread.
+        """
+        args, kwargs = self._args(state, config)
+        gen = self.func(*args, **kwargs)
+        if self.generator == "async":
+            return gen
+        return _iterate_sync_generator(gen)
+
+    async def __call__(self, state: Any, config: dict[str, Any]) -> Any:
+        """Call the node with the arguments it declares; sync nodes run in a worker thread."""
+        args, kwargs = self._args(state, config)
         if self.is_async:
-            return await self.func(**kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(self.func, **kwargs))
+            return await self.func(*args, **kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
 
 
 async def call_with_params(func: Callable[..., Any], state: Any, config: dict[str, Any]) -> Any:

@@ -165,24 +165,17 @@ class StateGraph:
         if goto:
             yield from goto
 
-    def _routing_is_static(self) -> bool:
-        """Whether every possible route is known before running: each router has a
-        ``path_map`` and each node returning ``Command`` names its targets with
-        ``Command[Literal[...]]`` (as LangGraph asks)."""
-        if not all(ce.path_map for ce in self.conditional_edges.values()):
-            return False
-        return all(_command_targets(n.func) is not None for n in self.nodes.values())
-
     def validate(self, interrupt_before: list[str], interrupt_after: list[str]) -> None:
         """Check the graph's structure.
 
         Raises:
             GraphError: ``GRAPH_002`` no entry point; ``GRAPH_004`` an edge, path map or
-                interrupt list names an unknown node; ``GRAPH_003`` a node that no path from
-                the entry point reaches (checked only when every route is known statically:
-                every router has a ``path_map`` and every node annotated to return a
-                ``Command`` names its targets as ``Command[Literal["a", "b"]]``; a bare
-                ``-> Command`` annotation may go anywhere).
+                interrupt list names an unknown node; ``GRAPH_003`` an orphan node: one that
+                appears in no edge at all (it is not the entry point, has no static or
+                conditional edge of its own, and no static edge, ``path_map`` or
+                ``Command[Literal[...]]`` annotation names it), the rule 10xGraph applies.
+                A node that is only the target of a ``Command(goto=...)`` or of a router
+                without ``path_map`` is not an orphan as long as it has an edge of its own.
         """
         if not self.nodes:
             raise GraphError("the graph has no nodes", error_code="GRAPH_002")
@@ -214,22 +207,17 @@ class StateGraph:
                     raise GraphError(
                         f"{label} names unknown node {n!r}", error_code="GRAPH_004", context={"node": n}
                     )
-        if self._routing_is_static():
-            seen = {self.entry_point}
-            todo = [self.entry_point]
-            while todo:
-                cur = todo.pop()
-                for nxt in self._targets(cur):
-                    if nxt != END and nxt not in seen:
-                        seen.add(nxt)
-                        todo.append(nxt)
-            orphans = sorted(set(self.nodes) - seen)
-            if orphans:
-                raise GraphError(
-                    f"orphan node(s) {orphans}: no path from the entry point reaches them",
-                    error_code="GRAPH_003",
-                    context={"nodes": orphans},
-                )
+        connected = {self.entry_point} | set(self.edges) | set(self.conditional_edges)
+        for frm in self.nodes:
+            connected.update(self._targets(frm))
+        orphans = sorted(set(self.nodes) - connected)
+        if orphans:
+            raise GraphError(
+                f"orphan node(s) {orphans}: they appear in no edge; connect each with "
+                "add_edge / add_conditional_edges (an edge to END is enough)",
+                error_code="GRAPH_003",
+                context={"nodes": orphans},
+            )
 
     def compile(
         self,

@@ -1,4 +1,4 @@
-"""State model: :class:`AgentState`, :class:`Message`, content blocks and reducers."""
+"""State model: ``AgentState``, ``Message``, content blocks, reducers and stream chunks."""
 
 from .agent_state import AgentState, reducers_of
 from .execution import ExecutionState, ExecutionStatus, StopRequestStatus
@@ -21,6 +21,7 @@ from .message_block import (
     VideoBlock,
 )
 from .reducers import MessageList, add_messages, append_items, replace_messages, replace_value
+from .stream_chunks import StreamChunk, StreamEvent
 
 __all__ = [
     "AgentState",
@@ -40,6 +41,8 @@ __all__ = [
     "ReasoningBlock",
     "RemoteToolCallBlock",
     "StopRequestStatus",
+    "StreamChunk",
+    "StreamEvent",
     "TextBlock",
     "TokenUsages",
     "ToolCallBlock",
