@@ -907,7 +907,7 @@ async def _steps(
             "status": ExecutionStatus.COMPLETED if nxt == END else ExecutionStatus.RUNNING,
             "internal_data": {},
         }
-        if out.stopped and nxt != END:
+        if out.stopped:
             meta_updates["status"] = ExecutionStatus.STOPPED
         elif node in graph.interrupt_after and nxt != END:
             meta_updates.update(

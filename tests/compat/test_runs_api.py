@@ -1,0 +1,202 @@
+"""Runs as 10xGraph's docs describe them, on every store: the ``"state"`` input key, nodes
+that append to ``state.context`` and return the state, generator nodes (async and sync) whose
+messages stream as they are yielded and end up in the state, and ``{"state": ...}`` returned by
+a node. Each check also reads the thread back from the store (what is durable)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from graph_backends import (  # noqa: F401 - fixtures and the parametrizing hook
+    Backend,
+    backend_fixture,
+    pytest_generate_tests,
+    sync_backend_fixture,
+)
+
+from tenxgraph.core.exceptions import ValidationError
+from tenxgraph.core.graph import StateGraph
+from tenxgraph.core.state import AgentState, Message, StreamEvent
+from tenxgraph.core.state.reducers import append_items
+from tenxgraph.utils import END, ResponseGranularity
+
+
+class JobState(AgentState):
+    jd: str = ""
+    cv: str = ""
+    notes: Annotated[list, append_items] = []
+
+
+def texts(msgs: Any) -> list[str]:
+    return [m.text() for m in (msgs.context if isinstance(msgs, AgentState) else msgs)]
+
+
+def one_node(fn: Any, cp: Any, state: Any = None) -> Any:
+    g = StateGraph(state)
+    g.add_node("MAIN", fn)
+    g.set_entry_point("MAIN")
+    g.add_edge("MAIN", END)
+    return g.compile(checkpointer=cp)
+
+
+@pytest.mark.anyio
+async def test_state_input_key_updates_only_the_named_fields_through_their_reducers(
+    backend: Backend,
+) -> None:
+    seen: list[tuple[str, str, list]] = []
+
+    def main(state: JobState) -> str:
+        seen.append((state.jd, state.cv, list(state.notes)))
+        return "ok"
+
+    app = one_node(main, backend.new(), JobState())
+    cfg = {"thread_id": "partial"}
+    await app.ainvoke(
+        {"messages": [Message.text_message("first")], "state": {"jd": "JD1", "cv": "CV1", "notes": [{"id": 1}]}},
+        dict(cfg),
+    )
+    res = await app.ainvoke(
+        {"messages": [Message.text_message("only the jd")], "state": {"jd": "JD2", "notes": [{"id": 2}]}},
+        dict(cfg),
+        response_granularity=ResponseGranularity.FULL,
+    )
+    # The node saw the patch already applied; untouched fields kept; the list field appended.
+    assert seen[-1] == ("JD2", "CV1", [{"id": 1}, {"id": 2}])
+    state = res["state"]
+    assert isinstance(state, JobState) and (state.jd, state.cv) == ("JD2", "CV1")
+    stored = await app.aget_state(dict(cfg))
+    assert (stored.jd, stored.cv, stored.notes) == ("JD2", "CV1", [{"id": 1}, {"id": 2}])
+    assert texts(stored) == ["first", "ok", "only the jd", "ok"]
+
+
+@pytest.mark.anyio
+async def test_state_input_key_is_validated_before_anything_is_written(backend: Backend) -> None:
+    app = one_node(lambda state: "ok", backend.new(), JobState())
+    cfg = {"thread_id": "bad-state"}
+    for bad in ({"nope": 1}, ["jd"]):
+        with pytest.raises(ValidationError) as info:
+            await app.ainvoke({"messages": ["x"], "state": bad}, dict(cfg))
+        assert info.value.error_code == "VALIDATION_001"
+    assert await app.aget_state(dict(cfg)) is None
+
+
+@pytest.mark.anyio
+async def test_node_appending_to_context_and_returning_state_reports_its_messages(
+    backend: Backend,
+) -> None:
+    def main(state: JobState) -> JobState:
+        state.context.append(Message.text_message(f"echo {state.context[-1].text()}", role="assistant"))
+        state.jd = "seen"
+        return state
+
+    app = one_node(main, backend.new(), JobState())
+    cfg = {"thread_id": "in-place"}
+    res = await app.ainvoke({"messages": [Message.text_message("a")]}, dict(cfg))
+    assert texts(res["messages"]) == ["a", "echo a"]
+    chunks = [c async for c in app.astream({"messages": [Message.text_message("b")]}, dict(cfg))]
+    streamed = [c.message.text() for c in chunks if c.event == StreamEvent.MESSAGE]
+    assert streamed == ["b", "echo b"]
+    produced = next(c for c in chunks if c.event == StreamEvent.MESSAGE and c.message.text() == "echo b")
+    assert produced.metadata == {"node": "MAIN", "step": 1}
+    # Durable once each, in order, with the field the node set; a second store instance agrees.
+    for cp_app in (app, one_node(main, backend.peer(app.checkpointer), JobState())):
+        stored = await cp_app.aget_state(dict(cfg))
+        assert texts(stored) == ["a", "echo a", "b", "echo b"] and stored.jd == "seen"
+
+
+@pytest.mark.anyio
+async def test_async_generator_node_streams_each_item_as_it_is_yielded(backend: Backend) -> None:
+    async def main(state: AgentState, config: dict):
+        yield Message(role="assistant", content="par", delta=True, message_id="m1")
+        yield Message(role="assistant", content="partial", delta=True, message_id="m1")
+        yield Message.text_message("partial answer", role="assistant", message_id="m1")
+        await anyio.lowlevel.checkpoint()
+        yield "second"
+
+    app = one_node(main, backend.new())
+    cfg = {"thread_id": "agen"}
+    arrivals: list[tuple[str, bool]] = []
+    async for c in app.astream({"messages": [Message.text_message("go")]}, dict(cfg)):
+        if c.event == StreamEvent.MESSAGE:
+            arrivals.append((c.message.text(), c.message.delta))
+    assert arrivals == [
+        ("go", False),
+        ("par", True),
+        ("partial", True),
+        ("partial answer", False),
+        ("second", False),
+    ]
+    stored = await app.aget_state(dict(cfg))
+    # Deltas are never durable; each complete message once.
+    assert texts(stored) == ["go", "partial answer", "second"]
+    assert not any(m.delta for m in stored.context)
+    # A later run re-yielding the same message id adds it to the state only once.
+    res = await app.ainvoke({"messages": [Message.text_message("again")]}, dict(cfg))
+    assert texts(res["messages"]) == ["again", "second"]
+
+
+@pytest.mark.anyio
+async def test_generator_messages_arrive_before_the_node_ends(backend: Backend) -> None:
+    gate = anyio.Event()
+
+    async def main(state: AgentState):
+        yield Message.text_message("early", role="assistant")
+        await gate.wait()  # the consumer must have the first message to let the node finish
+        yield Message.text_message("late", role="assistant")
+
+    app = one_node(main, backend.new())
+    got: list[str] = []
+    async for c in app.astream({"messages": [Message.text_message("go")]}, {"thread_id": "early"}):
+        if c.event == StreamEvent.MESSAGE:
+            got.append(c.message.text())
+            if c.message.text() == "early":
+                gate.set()
+    assert got == ["go", "early", "late"]
+
+
+def test_sync_generator_node_streams_through_sync_stream(sync_backend: Backend) -> None:
+    def main(state: AgentState):
+        for i in range(3):
+            yield f"part {i}"
+
+    app = one_node(main, sync_backend.new())
+    cfg = {"thread_id": "sync-gen"}
+    chunks = list(app.stream({"messages": [Message.text_message("go")]}, dict(cfg)))
+    assert [c.message.text() for c in chunks if c.event == "message"] == ["go", "part 0", "part 1", "part 2"]
+    assert texts(app.get_state(dict(cfg))) == ["go", "part 0", "part 1", "part 2"]
+    res = app.invoke({"messages": [Message.text_message("more")]}, dict(cfg))
+    assert texts(res["messages"]) == ["more", "part 0", "part 1", "part 2"]
+
+
+@pytest.mark.anyio
+async def test_node_returning_a_state_dict_under_the_state_key(backend: Backend) -> None:
+    async def enrich(state: JobState, config: dict) -> dict:
+        return {"state": {**state.model_dump(), "jd": "from profile"}}
+
+    app = one_node(enrich, backend.new(), JobState())
+    cfg = {"thread_id": "state-key-node"}
+    res = await app.ainvoke({"messages": [Message.text_message("hi")]}, dict(cfg))
+    assert texts(res["messages"]) == ["hi"]  # the dump's messages are not new
+    stored = await app.aget_state(dict(cfg))
+    assert stored.jd == "from profile" and texts(stored) == ["hi"]
+    assert stored.execution_meta.status == "completed"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("granularity", "keys"),
+    [
+        (ResponseGranularity.LOW, {"messages"}),
+        (ResponseGranularity.PARTIAL, {"messages", "context", "summary"}),
+        (ResponseGranularity.FULL, {"messages", "context", "summary", "state"}),
+    ],
+)
+async def test_result_keys_follow_the_reference_granularity_table(
+    backend: Backend, granularity: ResponseGranularity, keys: set[str]
+) -> None:
+    app = one_node(lambda state: "ok", backend.new())
+    res = await app.ainvoke({"messages": ["hi"]}, {"thread_id": "gran"}, response_granularity=granularity)
+    assert set(res) == keys
