@@ -148,13 +148,20 @@ async def test_generator_messages_arrive_before_the_node_ends(backend: Backend) 
         yield Message.text_message("late", role="assistant")
 
     app = one_node(main, backend.new())
+    peer = one_node(main, backend.peer(app.checkpointer))
+    cfg = {"thread_id": "early"}
     got: list[str] = []
-    async for c in app.astream({"messages": [Message.text_message("go")]}, {"thread_id": "early"}):
+    async for c in app.astream({"messages": [Message.text_message("go")]}, dict(cfg)):
         if c.event == StreamEvent.MESSAGE:
             got.append(c.message.text())
             if c.message.text() == "early":
+                # Streamed, not yet durable: the node's output is written once, when it ends
+                # (one checkpoint per step; a crash now replays this node only).
+                assert await peer.aget_state(dict(cfg)) is None
                 gate.set()
     assert got == ["go", "early", "late"]
+    assert [m.text() for m in (await peer.aget_state(dict(cfg))).context] == got
+    assert len(await peer.aget_state_history(dict(cfg))) == 1
 
 
 def test_sync_generator_node_streams_through_sync_stream(sync_backend: Backend) -> None:
