@@ -748,7 +748,8 @@ async def _execute_node(
     n0 = len(ctx0)
     deadline = None if rc.node_timeout is None else time.monotonic() + rc.node_timeout
     meta = {"node": node, "step": state.execution_meta.step}
-    node_span = _node_span(run, node, state, is_replay)
+    with use_span(run.span):  # the node span is a child of the run span
+        node_span = _node_span(run, node, state, is_replay)
 
     async def step(fn: Any, *args: Any) -> Any:
         token = _RUN.set(run.ctx)
