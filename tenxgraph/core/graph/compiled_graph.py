@@ -73,14 +73,20 @@ class CompiledGraph:
 
     # -- runs ------------------------------------------------------------------------------------
     async def _drive(
-        self, input_data: Any, config: dict[str, Any] | None, granularity: ResponseGranularity
-    ) -> AsyncIterator[StreamChunk | _runner.RunResult]:
+        self,
+        input_data: Any,
+        config: dict[str, Any] | None,
+        granularity: ResponseGranularity,
+        stream: bool = True,
+    ) -> AsyncIterator[StreamChunk | _runner.RunResult | None]:
         cfg = config if config is not None else {}
         normalize_config(cfg, require_thread=False)
         key = self.checkpointer.key_for(cfg)
         self._running[key] = self._running.get(key, 0) + 1
         try:
-            async for chunk in _runner.run_graph(self, input_data, cfg, ResponseGranularity(granularity)):
+            async for chunk in _runner.run_graph(
+                self, input_data, cfg, ResponseGranularity(granularity), stream
+            ):
                 yield chunk
         finally:
             left = self._running.get(key, 1) - 1
@@ -123,7 +129,7 @@ class CompiledGraph:
             LedgerWriteError: ``STORAGE_LEDGER_001``: a tool result could not be recorded.
         """
         result: dict[str, Any] | None = None
-        agen = self._drive(input_data, config, response_granularity)
+        agen = self._drive(input_data, config, response_granularity, stream=False)
         try:
             async for chunk in agen:
                 if isinstance(chunk, _runner.RunResult):
