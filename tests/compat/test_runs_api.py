@@ -5,14 +5,21 @@ a node. Each check also reads the thread back from the store (what is durable)."
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import anyio.lowlevel
 import pytest
 from graph_backends import (  # noqa: F401 - fixtures and the parametrizing hook
+    DURABLE,
     Backend,
     backend_fixture,
+    only,
     pytest_generate_tests,
     sync_backend_fixture,
 )
@@ -22,6 +29,8 @@ from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState, Message, StreamEvent
 from tenxgraph.core.state.reducers import append_items
 from tenxgraph.utils import END, ResponseGranularity
+
+HERE = Path(__file__).resolve().parent
 
 
 class JobState(AgentState):
@@ -207,3 +216,33 @@ async def test_result_keys_follow_the_reference_granularity_table(
     app = one_node(lambda state: "ok", backend.new())
     res = await app.ainvoke({"messages": ["hi"]}, {"thread_id": "gran"}, response_granularity=granularity)
     assert set(res) == keys
+
+
+@pytest.mark.slow
+@only(*DURABLE)
+def test_process_killed_inside_a_generator_node_replays_only_that_node(
+    sync_backend: Backend, tmp_path: Path
+) -> None:
+    # A streamed item is not durable until its node ends: a kill mid-node loses it from the
+    # store (the consumer saw it), and the resumed run replays that one node only.
+    from _gen_crash import build
+
+    log = tmp_path / "log"
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "_gen_crash.py"), json.dumps(sync_backend.spec()), "gen-kill", str(log)],
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent / "conformance")])),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["go", "one", "two-a"]
+    app = build(sync_backend.new(), str(log), crash=False)
+    cfg = {"thread_id": "gen-kill"}
+    hist = app.get_state_history(dict(cfg))
+    assert [(s.status, s.next_node) for s in hist] == [("running", "two")]
+    assert texts(hist[0].state) == ["go", "one"]
+    res = app.invoke(None, dict(cfg))
+    assert texts(res["messages"]) == ["two-a", "two-b"]
+    assert log.read_text().split() == ["one", "two", "two"]
+    assert texts(app.get_state(dict(cfg))) == ["go", "one", "two-a", "two-b"]
