@@ -521,7 +521,7 @@ async def run_graph(
 
     Raises:
         ConfigError, ValidationError: bad config or input, before anything is written.
-        InterruptPendingError: ``GRAPH_008``: new messages on a thread paused for a human.
+        InterruptPendingError: ``GRAPH_008``: new input on a thread waiting for an ``interrupt()`` answer.
         StaleStateError: another run wrote the thread first (nothing of this step is visible).
         GraphRecursionError, NodeTimeoutError, GraphError: see their docs; the state reached
             is checkpointed with status ``error`` first.

@@ -106,8 +106,12 @@ class CompiledGraph:
 
         Args:
             input_data: ``{"messages": [Message, ...]}`` (appended to ``context``), optionally
-                state field values, or ``{"resume": answer}`` for a paused thread; ``None`` or
-                ``{}`` resumes an unfinished run and writes nothing on a finished thread.
+                ``"state": {field: value}`` (a partial update, each field through its
+                reducer; state fields may also be given at the top level), or
+                ``{"resume": answer}`` for a thread paused by ``interrupt()``; ``None`` or
+                ``{}`` resumes an unfinished run and writes nothing on a finished thread. New
+                input on a thread paused by ``interrupt_before`` / ``interrupt_after`` is
+                appended and the paused run goes on.
             config: the run config (DESIGN section 2): ``thread_id`` (generated when absent),
                 ``user_id``, ``recursion_limit``, ``durable_checkpoint_every_step``,
                 ``node_timeout``, ``tool_timeout`` (seconds). The runtime writes ``run_id`` and
@@ -119,7 +123,8 @@ class CompiledGraph:
         Raises:
             ConfigError: ``CONFIG_001`` (bad or misspelt config key), before any write.
             ValidationError: ``VALIDATION_001`` (bad input or node update), before any write.
-            InterruptPendingError: ``GRAPH_008`` new messages on a thread paused for a human.
+            InterruptPendingError: ``GRAPH_008`` (also a ``ValueError``): new input on a thread
+                waiting for an ``interrupt()`` answer.
             StaleStateError: ``STORAGE_CONFLICT_000``: another run wrote first; call again.
             StorageError: ``STORAGE_FORBIDDEN_001``: the thread belongs to another user.
             GraphRecursionError: ``GRAPH_RECURSION_001``, state saved.
