@@ -1,6 +1,6 @@
 """The step loop: one node at a time, a durable checkpoint after each.
 
-A run is an async generator of ``StreamChunk`` s ending with one :class:`RunResult`;
+A run is an async generator of ``StreamChunk`` s ending with one ``RunResult``;
 ``ainvoke`` drains it and keeps the result, ``astream`` hands the chunks to the caller.
 
 Durability (DESIGN section 3): after every node the new state is written as the thread's next
@@ -186,9 +186,9 @@ def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, 
 
     Supported: ``None``, ``str`` (an assistant message), ``Message``, a list of those, a ``dict``
     of field updates (key ``"messages"`` appends to ``context``; key ``"state"`` holds a dict
-    of field values, see :func:`state_patch`), a state object (its fields replace the current
+    of field values, see ``state_patch``), a state object (its fields replace the current
     ones), ``Command(update=..., goto=...)`` (its ``state`` is ignored here: see
-    :func:`node_updates`).
+    ``node_updates``).
 
     Raises:
         GraphError: ``GRAPH_005`` for any other type.
@@ -517,7 +517,7 @@ async def run_graph(
     stream: bool = True,
 ) -> AsyncIterator[StreamChunk | RunResult | None]:
     """Execute one invocation; yields stream chunks (``None`` in their place when ``stream`` is
-    false) and last a :class:`RunResult`.
+    false) and last a ``RunResult``.
 
     Raises:
         ConfigError, ValidationError: bad config or input, before anything is written.
@@ -710,7 +710,7 @@ def _take_in_place_appends(ctx: Any, before: int) -> list[Message]:
 
 
 class _NodeOutcome:
-    """What one node execution produced (filled by :func:`_execute_node`)."""
+    """What one node execution produced (filled by ``_execute_node``)."""
 
     __slots__ = ("streamed", "new_state", "new_msgs", "keys", "nxt", "pause", "stopped")
 

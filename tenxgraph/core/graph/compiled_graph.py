@@ -161,7 +161,7 @@ class CompiledGraph:
         config: dict[str, Any] | None = None,
         response_granularity: ResponseGranularity = ResponseGranularity.LOW,
     ) -> AsyncIterator[StreamChunk]:
-        """Run like :meth:`ainvoke`, yielding ``StreamChunk`` s as the run goes.
+        """Run like ``ainvoke``, yielding ``StreamChunk`` s as the run goes.
 
         Chunks, in order: ``message`` for each input message and each message a node produces
         (a generator node's items as it yields them, ``message.delta`` fragments included;
@@ -175,10 +175,10 @@ class CompiledGraph:
         ``error_code``, ``reason``, ``message``) and is then raised.
 
         Args:
-            input_data, config, response_granularity: as for :meth:`ainvoke`.
+            input_data, config, response_granularity: as for ``ainvoke``.
 
         Raises:
-            Whatever :meth:`ainvoke` raises, after the ``error`` chunk.
+            Whatever ``ainvoke`` raises, after the ``error`` chunk.
         """
         # One dict for the whole run: without a config, the thread id the runtime generates
         # is the one every chunk reports.

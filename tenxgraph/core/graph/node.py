@@ -106,7 +106,7 @@ class Node:
             parameters otherwise).
         generator: ``"async"`` for an ``async def`` that ``yield`` s, ``"sync"`` for a ``def``
             that ``yield`` s (each step runs in a worker thread), else ``None``. Such a node's
-            items are streamed as they come (see :meth:`open_generator`).
+            items are streamed as they come (see ``open_generator``).
     """
 
     name: str
