@@ -101,6 +101,17 @@ def redis_url() -> str:
 @pytest.fixture
 def redis_prefix() -> Iterator[str]:
     """A unique Redis key prefix for this test; its keys are deleted afterwards."""
+    yield from _single_redis_prefix()
+
+
+@pytest.fixture
+def redis_prefix_single() -> Iterator[str]:
+    """Same as ``redis_prefix``, under a name that modules overriding ``redis_prefix`` (to run
+    on several Redis topologies) can still reach."""
+    yield from _single_redis_prefix()
+
+
+def _single_redis_prefix() -> Iterator[str]:
     import redis
 
     prefix = f"txtest:{uuid.uuid4().hex[:12]}:"
