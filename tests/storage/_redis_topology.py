@@ -3,8 +3,8 @@
 Import ``pytest_generate_tests``, ``redis_prefix_fixture`` and ``redis_cluster_flag_fixture``
 (fixtures named ``redis_prefix`` and ``redis_cluster_flag``) into a test module. Every test that uses
 ``redis_prefix`` then runs twice: ``single`` (the shared server) and ``cluster`` (the
-three-master cluster, its own key prefix), except tests that take ``redis_url`` themselves:
-they build plain clients of the single server, so they run on it only.
+three-master cluster, its own key prefix), except tests that take ``redis_url`` or
+``dedicated`` themselves: they build plain clients of a single server, so they run once.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "redis_topology" not in metafunc.fixturenames:
         return
     own = inspect.signature(metafunc.function).parameters
-    cases = ["single"] if "redis_url" in own else ["single", "cluster"]
+    single_only = "redis_url" in own or "dedicated" in own
+    cases = ["single"] if single_only else ["single", "cluster"]
     metafunc.parametrize("redis_topology", cases)
 
 
