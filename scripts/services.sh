@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the PostgreSQL and Redis servers the test suite uses, when they are not answering.
-# Servers: PostgreSQL on 127.0.0.1:5432 (database "test"), Redis on 127.0.0.1:6379.
+# Servers: PostgreSQL on 127.0.0.1:5432 (database "test"), Redis on 127.0.0.1:6379, and the
+# production topologies of docs/deployment.md (PgBouncer on 6432, Redis Cluster on 7001-7003).
 set -euo pipefail
 
 pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
