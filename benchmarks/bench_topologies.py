@@ -79,10 +79,6 @@ def _bouncer_dsn(db: BenchDatabase, port: int) -> str:
     return make_conninfo(db.dsn, port=port)
 
 
-def _load() -> float:
-    return os.getloadavg()[0]
-
-
 def _cleanup_redis(url: str, prefix: str, cluster: bool) -> None:
     import redis
     from redis.cluster import RedisCluster
