@@ -7,6 +7,14 @@ exactly once even when several processes set up at the same moment. Never edit o
 released step: add a new one (DBOS and LangGraph's Postgres saver keep their migrations the same
 way).
 
+Two layouts, one list of steps (:func:`render_step`): the plain layout, and the opt-in
+hash-partitioned layout (``PostgresStore(..., partitions=N)`` on a fresh schema) in which the
+five thread-keyed tables are ``PARTITION BY HASH (thread_id)`` with N partitions each. A
+``CREATE TABLE`` of a thread-keyed table ends with its ``{<table>_layout}`` placeholder and the
+step lists the table in ``creates``; the plain layout renders each released step exactly as it
+always did. The layout is not a schema version: a later step follows the layout found in the
+database (docs/deployment.md).
+
 Schema (all tables prefixed, default ``tenxgraph_``, in the configured schema; every primary key
 starts with ``thread_id`` so the tables can be distributed on it):
 
