@@ -44,7 +44,7 @@ as_service_user() {
 }
 bouncer_up() { pg_isready -h 127.0.0.1 -p 6432 -q 2>/dev/null; }
 
-if ! bouncer_up; then
+start_pgbouncer() {
   if ! command -v pgbouncer >/dev/null 2>&1; then
     echo "installing PgBouncer"
     if [ "$(id -u)" = "0" ]; then
@@ -77,14 +77,14 @@ INI
   if [ "$(id -u)" = "0" ]; then chown -R postgres "$PGB_DIR"; fi
   as_service_user pgbouncer -d "$PGB_DIR/pgbouncer.ini"
   for _ in $(seq 1 40); do bouncer_up && break; sleep 0.25; done
-  bouncer_up || { echo "PgBouncer is not answering on 127.0.0.1:6432 (see $PGB_DIR/pgbouncer.log)" >&2; exit 3; }
-fi
+  bouncer_up || { echo "PgBouncer is not answering on 127.0.0.1:6432 (see $PGB_DIR/pgbouncer.log)" >&2; return 3; }
+}
 
 CLUSTER_PORTS="7001 7002 7003"
 node_up() { redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG; }
 cluster_ok() { redis-cli -h 127.0.0.1 -p 7001 cluster info 2>/dev/null | grep -q 'cluster_state:ok'; }
 
-if ! cluster_ok; then
+start_redis_cluster() {
   echo "starting the Redis Cluster on 127.0.0.1:7001-7003"
   fresh=1
   for p in $CLUSTER_PORTS; do node_up "$p" && fresh=0; done
@@ -101,12 +101,21 @@ if ! cluster_ok; then
   done
   for p in $CLUSTER_PORTS; do
     for _ in $(seq 1 40); do node_up "$p" && break; sleep 0.25; done
-    node_up "$p" || { echo "Redis Cluster node 127.0.0.1:$p is not answering" >&2; exit 3; }
+    node_up "$p" || { echo "Redis Cluster node 127.0.0.1:$p is not answering" >&2; return 3; }
   done
   if redis-cli -h 127.0.0.1 -p 7001 cluster info | grep -q 'cluster_slots_assigned:0'; then
     redis-cli --cluster create 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003 \
       --cluster-replicas 0 --cluster-yes >/dev/null
   fi
   for _ in $(seq 1 40); do cluster_ok && break; sleep 0.25; done
-  cluster_ok || { echo "the Redis Cluster on 127.0.0.1:7001-7003 is not ok" >&2; exit 3; }
+  cluster_ok || { echo "the Redis Cluster on 127.0.0.1:7001-7003 is not ok" >&2; return 3; }
+}
+
+# A topology that cannot be started does not stop the suite: the tests needing it fail in CI
+# (CI=true) and skip elsewhere, each naming the missing service.
+if ! bouncer_up; then
+  start_pgbouncer || echo "warning: PgBouncer could not be started; its tests will fail in CI" >&2
+fi
+if ! cluster_ok; then
+  start_redis_cluster || echo "warning: the Redis Cluster could not be started; its tests will fail in CI" >&2
 fi
