@@ -335,3 +335,20 @@ async def test_lost_prepared_statement_is_retried_unprepared(
         assert len(warnings) == 1
     finally:
         await store.aclose()
+
+
+# -- Redis Cluster options ---------------------------------------------------------------------------
+def test_redis_cluster_options_are_checked(pg_dsn: str) -> None:
+    import redis.asyncio as aioredis
+
+    from tenxgraph.storage.redis import RedisCache
+
+    with pytest.raises(ConfigError) as err:
+        PgCheckpointer(pg_dsn, redis_cluster=True)  # no redis_url
+    assert err.value.context == {"key": "redis_cluster"}
+    client = aioredis.Redis()
+    with pytest.raises(ConfigError):
+        PgCheckpointer(pg_dsn, redis_url="redis://127.0.0.1:7001", redis=client, redis_cluster=True)
+    with pytest.raises(ConfigError) as err:
+        RedisCache(client=client, cluster=True)
+    assert err.value.context == {"key": "cluster"}
