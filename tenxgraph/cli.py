@@ -79,6 +79,8 @@ class StoreSpec:
         redis_prefix: prefix of every Redis key.
         db: SQLite file.
         history_limit: versions kept per thread (``0``: all).
+        redis_cluster: ``redis_url`` names a node of a Redis Cluster.
+        partitions: hash partitions of a fresh Postgres schema (``None``: plain tables).
     """
 
     dsn: str | None = None
@@ -87,6 +89,8 @@ class StoreSpec:
     redis_prefix: str = "tenxgraph:"
     db: str = "tenxgraph.sqlite"
     history_limit: int = 20
+    redis_cluster: bool = False
+    partitions: int | None = None
 
     def describe(self) -> str:
         """A one-line, password-free description."""
@@ -128,6 +132,8 @@ class StoreSpec:
                 schema=self.schema,
                 redis_prefix=self.redis_prefix,
                 state_history_limit=self.history_limit,
+                redis_cluster=self.redis_cluster,
+                partitions=self.partitions,
             )
         from tenxgraph.storage.checkpointer import SqliteCheckpointer
 
@@ -143,6 +149,8 @@ def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> Stor
         redis_prefix=getattr(args, "redis_prefix", None) or "tenxgraph:",
         db=str(db),
         history_limit=getattr(args, "history_limit", 20),
+        redis_cluster=bool(getattr(args, "redis_cluster", False)),
+        partitions=getattr(args, "partitions", None),
     )
 
 
@@ -192,6 +200,17 @@ def _add_store_args(p: argparse.ArgumentParser, *, db_help: str) -> None:
         "--redis-prefix",
         default="tenxgraph:",
         help="prefix of the Redis keys (default: tenxgraph:)",
+    )
+    g.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        help="--redis-url names a node of a Redis Cluster",
+    )
+    g.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="hash-partition a fresh Postgres schema's tables on thread_id into N partitions",
     )
     g.add_argument("--db", help=db_help)
 
@@ -1161,7 +1180,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     async def check() -> Verification:
         # Verify against the source of truth (LRU validated by the source, no shared cache).
         source_only = StoreSpec(
-            spec.dsn, None, spec.schema, spec.redis_prefix, spec.db, spec.history_limit
+            spec.dsn,
+            None,
+            spec.schema,
+            spec.redis_prefix,
+            spec.db,
+            spec.history_limit,
+            partitions=spec.partitions,
         )
         cp = await _open(source_only)
         try:

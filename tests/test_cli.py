@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tenxgraph.cli import EXIT_MISMATCH, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
@@ -187,9 +188,30 @@ def test_replay_on_sqlite_with_two_workers(tmp_path):
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.redis
+@pytest.mark.parametrize("topology", ["direct", "pgbouncer", "partitioned", "redis-cluster"])
 def test_replay_on_postgres_and_redis_with_kills(
-    tmp_path, pg_dsn, pg_schema, redis_url, redis_prefix
+    tmp_path, request, pg_dsn, pg_schema, topology
 ):
+    """A replay with SIGKILLed workers verifies every thread on each deployment topology
+    (docs/deployment.md): direct, through PgBouncer in transaction mode, on the
+    hash-partitioned layout, and with a Redis Cluster as the shared cache."""
+    dsn = request.getfixturevalue("pgbouncer_dsn") if topology == "pgbouncer" else pg_dsn
+    if topology == "redis-cluster":
+        redis_args = [
+            "--redis-url",
+            request.getfixturevalue("redis_cluster_url"),
+            "--redis-prefix",
+            request.getfixturevalue("redis_cluster_prefix"),
+            "--redis-cluster",
+        ]
+    else:
+        redis_args = [
+            "--redis-url",
+            request.getfixturevalue("redis_url"),
+            "--redis-prefix",
+            request.getfixturevalue("redis_prefix"),
+        ]
+    extra = ["--partitions", "4"] if topology == "partitioned" else []
     data = _small_data(tmp_path, 8)
     proc = _cli(
         "replay",
@@ -201,16 +223,22 @@ def test_replay_on_postgres_and_redis_with_kills(
         "--seed",
         "3",
         "--dsn",
-        pg_dsn,
+        dsn,
         "--schema",
         pg_schema,
-        "--redis-url",
-        redis_url,
-        "--redis-prefix",
-        redis_prefix,
+        *redis_args,
+        *extra,
         "--quiet",
         timeout=240,
     )
     assert proc.returncode == EXIT_OK, proc.stdout[-4000:] + proc.stderr[-3000:]
     assert _summary_value(proc.stdout, "verified threads").startswith("8/8  OK")
     assert "double executions: 0" in proc.stdout
+    if topology == "partitioned":
+        with psycopg.connect(pg_dsn) as conn:
+            kind, parts = conn.execute(
+                "SELECT c.relkind, (SELECT count(*) FROM pg_inherits WHERE inhparent = c.oid)"
+                " FROM pg_class c WHERE c.oid = to_regclass(%s)",
+                (f'"{pg_schema}".tenxgraph_threads',),
+            ).fetchone()
+        assert (kind, parts) == ("p", 4)

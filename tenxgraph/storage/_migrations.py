@@ -7,6 +7,14 @@ exactly once even when several processes set up at the same moment. Never edit o
 released step: add a new one (DBOS and LangGraph's Postgres saver keep their migrations the same
 way).
 
+Two layouts, one list of steps (:func:`render_step`): the plain layout, and the opt-in
+hash-partitioned layout (``PostgresStore(..., partitions=N)`` on a fresh schema) in which the
+five thread-keyed tables are ``PARTITION BY HASH (thread_id)`` with N partitions each. A
+``CREATE TABLE`` of a thread-keyed table ends with its ``{<table>_layout}`` placeholder and the
+step lists the table in ``creates``; the plain layout renders each released step exactly as it
+always did. The layout is not a schema version: a later step follows the layout found in the
+database (docs/deployment.md).
+
 Schema (all tables prefixed, default ``tenxgraph_``, in the configured schema; every primary key
 starts with ``thread_id`` so the tables can be distributed on it):
 
@@ -35,7 +43,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CURRENT_VERSION", "MIGRATIONS", "Migration"]
+from psycopg import sql
+
+from tenxgraph.storage import _sql
+
+__all__ = [
+    "CURRENT_VERSION",
+    "MAX_PARTITIONS",
+    "MIGRATIONS",
+    "Migration",
+    "PLAIN_STORAGE",
+    "render_step",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +63,16 @@ class Migration:
 
     Attributes:
         summary: one line recorded with the step in the migrations table.
-        statements: DDL templates run in order, in one transaction.
+        statements: DDL templates run in order, in one transaction. A ``CREATE TABLE`` of a
+            thread-keyed table ends with its ``{<table>_layout}`` placeholder (see
+            :func:`render_step`).
+        creates: the thread-keyed tables this step creates (placeholder names, e.g.
+            ``"threads"``): in the partitioned layout each gets its hash partitions.
     """
 
     summary: str
     statements: tuple[str, ...]
+    creates: tuple[str, ...] = ()
 
 
 #: The steps, oldest first; ``MIGRATIONS[i]`` brings the schema to version ``i + 1``.
@@ -65,7 +89,7 @@ CREATE TABLE {threads} (
     status text NOT NULL,
     created_at double precision NOT NULL,
     updated_at double precision NOT NULL
-) WITH (fillfactor = 80)
+) {threads_layout}
 """,
             """
 CREATE TABLE {checkpoints} (
@@ -78,7 +102,7 @@ CREATE TABLE {checkpoints} (
     status text NOT NULL,
     created_at double precision NOT NULL,
     PRIMARY KEY (thread_id, version)
-)
+) {checkpoints_layout}
 """,
             """
 CREATE TABLE {messages} (
@@ -86,9 +110,10 @@ CREATE TABLE {messages} (
     seq bigint NOT NULL,
     data bytea NOT NULL,
     PRIMARY KEY (thread_id, seq)
-)
+) {messages_layout}
 """,
         ),
+        creates=("threads", "checkpoints", "messages"),
     ),
     # -- version 2 ------------------------------------------------------------------------------
     Migration(
@@ -117,9 +142,10 @@ CREATE TABLE {tool_executions} (
     result bytea NOT NULL,
     created_at double precision NOT NULL,
     PRIMARY KEY (thread_id, call_key)
-)
+) {tool_executions_layout}
 """,
         ),
+        creates=("tool_executions",),
     ),
     # -- version 4 ------------------------------------------------------------------------------
     Migration(
@@ -131,11 +157,72 @@ CREATE TABLE {stop_requests} (
     owner text NOT NULL,
     requested_at double precision NOT NULL,
     PRIMARY KEY (thread_id, owner)
-)
+) {stop_requests_layout}
 """,
         ),
+        creates=("stop_requests",),
     ),
 )
 
 #: The schema version this code writes and understands.
 CURRENT_VERSION: int = len(MIGRATIONS)
+
+#: Storage clause of each thread-keyed table in the plain layout; in the partitioned layout the
+#: parent cannot take storage parameters, so each partition gets it instead.
+PLAIN_STORAGE: dict[str, str] = {
+    "threads": "WITH (fillfactor = 80)",
+    "checkpoints": "",
+    "messages": "",
+    "tool_executions": "",
+    "stop_requests": "",
+}
+
+#: The largest partition count :func:`render_step` accepts.
+MAX_PARTITIONS = 1024
+
+
+def render_step(
+    step: Migration, schema: str, prefix: str, partitions: int | None = None
+) -> tuple[str, ...]:
+    """The final DDL of one step, for the plain or the hash-partitioned layout.
+
+    Plain layout (``partitions=None``): each ``{<table>_layout}`` placeholder becomes the
+    table's :data:`PLAIN_STORAGE` clause, so the DDL is exactly what the step always created.
+    Partitioned layout: it becomes ``PARTITION BY HASH (thread_id)`` and, after the step's
+    statements, each table of ``step.creates`` gets ``partitions`` partitions
+    ``<prefix><table>_p<i>`` (``MODULUS partitions, REMAINDER i``) carrying the plain storage
+    clause. Every primary key starts with ``thread_id``, the partition key, as Postgres requires
+    of a unique index on a partitioned table.
+
+    Args:
+        step: the migration step.
+        schema: Postgres schema (quoted as an identifier).
+        prefix: table and index name prefix.
+        partitions: ``None`` for the plain layout, else the number of hash partitions
+            (1 to :data:`MAX_PARTITIONS`).
+
+    Returns:
+        SQL texts to run in order, in the step's transaction.
+    """
+    idents = _sql.identifiers(schema, prefix)
+    layout: dict[str, sql.Composable] = {}
+    for table, storage in PLAIN_STORAGE.items():
+        clause = storage if partitions is None else _sql.PARTITION_BY_THREAD
+        layout[f"{table}_layout"] = sql.SQL(clause)
+    out = [_sql.render(t, {**idents, **layout}).rstrip() for t in step.statements]
+    if partitions is not None:
+        for table in step.creates:
+            for remainder in range(partitions):
+                out.append(
+                    _sql.render(
+                        _sql.CREATE_PARTITION,
+                        {
+                            "partition": sql.Identifier(schema, f"{prefix}{table}_p{remainder}"),
+                            "parent": idents[table],
+                            "modulus": sql.Literal(partitions),
+                            "remainder": sql.Literal(remainder),
+                            "storage": sql.SQL(PLAIN_STORAGE[table]),
+                        },
+                    ).rstrip()
+                )
+    return tuple(out)

@@ -33,10 +33,12 @@ from psycopg import sql
 
 __all__ = [
     "ALL_STATEMENTS",
+    "BACKEND_PID",
     "CHECKPOINT_CAS",
     "CHECKPOINT_CREATE",
     "CLEAR_STOP",
     "CREATE_MIGRATIONS_TABLE",
+    "CREATE_PARTITION",
     "CREATE_SCHEMA",
     "CURRENT_VERSION",
     "DELETE_THREAD",
@@ -51,6 +53,7 @@ __all__ = [
     "MIGRATION_LOCK",
     "MIGRATION_RECORD",
     "MIGRATION_VERSION",
+    "PARTITION_BY_THREAD",
     "READ_CHECKPOINT",
     "READ_CHECKPOINT_META",
     "SCHEMA_EXISTS",
@@ -58,6 +61,7 @@ __all__ = [
     "SET_STOP",
     "Statement",
     "TABLE_EXISTS",
+    "TABLE_LAYOUT",
     "WRITE_CONFLICT_PROBE",
     "identifiers",
     "qualified_name",
@@ -458,6 +462,40 @@ SELECT pg_advisory_xact_lock(%(lock_key)b::int8)
 """,
 )
 
+BACKEND_PID = Statement(
+    "BACKEND_PID",
+    "the server process id serving this connection (compared with the one given at startup "
+    "to detect a pooler)",
+    "SELECT",
+    """
+SELECT pg_backend_pid()
+""",
+)
+
+TABLE_LAYOUT = Statement(
+    "TABLE_LAYOUT",
+    "whether a table (quoted, schema-qualified name) is partitioned, and into how many "
+    "partitions (no row: the table does not exist)",
+    "SELECT",
+    """
+SELECT c.relkind = 'p',
+       (SELECT count(*) FROM pg_catalog.pg_inherits AS i WHERE i.inhparent = c.oid)
+  FROM pg_catalog.pg_class AS c
+ WHERE c.oid = to_regclass(%(qualified)b)
+""",
+)
+
+#: The layout clause of a thread-keyed table in the partitioned layout (see
+#: :func:`tenxgraph.storage._migrations.render_step`).
+PARTITION_BY_THREAD = "PARTITION BY HASH (thread_id)"
+
+#: DDL of one hash partition: ``{partition}`` and ``{parent}`` are identifiers, ``{modulus}``
+#: and ``{remainder}`` integer literals (DDL takes no parameters), ``{storage}`` a storage clause.
+CREATE_PARTITION = """
+CREATE TABLE {partition} PARTITION OF {parent}
+    FOR VALUES WITH (MODULUS {modulus}, REMAINDER {remainder}) {storage}
+"""
+
 MIGRATION_VERSION = Statement(
     "MIGRATION_VERSION",
     "the schema version: the highest applied step (0: none)",
@@ -500,6 +538,8 @@ ALL_STATEMENTS: dict[str, Statement] = {
         LEDGER_COUNT,
         SCHEMA_EXISTS,
         TABLE_EXISTS,
+        TABLE_LAYOUT,
+        BACKEND_PID,
         CREATE_SCHEMA,
         CREATE_MIGRATIONS_TABLE,
         MIGRATION_LOCK,

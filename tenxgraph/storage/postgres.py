@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import logging
 import math
 import re
 import time
@@ -61,7 +62,7 @@ from tenxgraph.core.exceptions import (
     stale,
 )
 from tenxgraph.storage import _sql, serde
-from tenxgraph.storage._migrations import CURRENT_VERSION, MIGRATIONS
+from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage.base import (
     CheckpointWrite,
     LedgerEntry,
@@ -74,7 +75,20 @@ from tenxgraph.storage.base import (
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, span
 
-__all__ = ["DEFAULT_POOL_CONFIG", "PostgresStore", "normalize_dsn"]
+__all__ = ["DEFAULT_POOL_CONFIG", "POOLERS", "PostgresStore", "normalize_dsn"]
+
+logger = logging.getLogger("tenxgraph.postgres")
+
+#: Accepted values of ``pooler=``: ``"auto"`` (detect a pooler on the first connection),
+#: ``"pgbouncer"`` (a transaction pooler that does not keep server-side prepared statements:
+#: never prepare) and ``None`` (direct connection, or a pooler that keeps prepared statements,
+#: e.g. PgBouncer 1.21+ with ``max_prepared_statements`` > 0: prepare, no detection).
+POOLERS = ("auto", "pgbouncer", None)
+
+#: SQLSTATEs of a server-side prepared statement that a transaction pooler lost or mixed up
+#: between server connections (invalid SQL statement name, duplicate prepared statement): the
+#: statement did not run, so it is retried unprepared.
+_PREPARED_LOST = frozenset({"26000", "42P05"})
 
 #: Pool settings used when ``pool_config`` does not give them. ``prepare_threshold`` is the
 #: number of executions of a statement on one connection after which psycopg prepares it
@@ -166,10 +180,32 @@ class PostgresStore:
             application's own.
         connect_timeout_s: seconds allowed to establish one connection (libpq
             ``connect_timeout``, rounded up to whole seconds, at least 2).
+        pooler: what sits between the store and Postgres. ``"auto"`` (default): the first
+            connection compares the backend process id the server reports
+            (``pg_backend_pid()``) with the one the connection was given at startup; they
+            differ only when a pooler or proxy answers in the server's place (PgBouncer sends
+            its own cancel key), and then statements are never prepared (psycopg's
+            ``prepare_threshold=None``): one extra query per store and event loop.
+            ``"pgbouncer"``: a transaction-mode pooler that does not keep server-side
+            prepared statements (PgBouncer before 1.21, or with
+            ``max_prepared_statements = 0``): never prepare, no detection. ``None``: a direct
+            connection, or a pooler that keeps prepared statements (PgBouncer 1.21+ with
+            ``max_prepared_statements`` > 0): prepare after ``prepare_threshold``
+            executions, no detection. In every mode, a statement that fails because a
+            pooler lost its prepared statement (SQLSTATE 26000 or 42P05, raised before it
+            runs) is retried unprepared, and the store stops preparing (one warning on the
+            ``tenxgraph.postgres`` logger).
+        partitions: ``None`` (default) for the plain layout; an int N (1 to 1024) to have
+            ``setup`` create the thread-keyed tables hash-partitioned on ``thread_id`` into N
+            partitions. Only a fresh schema can be created partitioned; the statements are the
+            same for both layouts (every one filters on ``thread_id``, so each prunes to one
+            partition). Later migration steps follow the layout found in the database.
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``dsn`` and ``pool`` are given, the
-            DSN cannot be parsed, or ``pool_config`` holds an unknown key.
+            DSN cannot be parsed, ``pool_config`` holds an unknown key, ``pooler`` is not one
+            of :data:`POOLERS` (or is ``"pgbouncer"`` with a non-``None``
+            ``prepare_threshold``), or ``partitions`` is not an int from 1 to 1024.
 
     Example:
         >>> store = PostgresStore("postgresql://app@127.0.0.1/app", schema="agents")
@@ -188,7 +224,24 @@ class PostgresStore:
         schema: str = "public",
         table_prefix: str = "tenxgraph_",
         connect_timeout_s: float = 5.0,
+        pooler: str | None = "auto",
+        partitions: int | None = None,
     ) -> None:
+        if pooler not in POOLERS:
+            raise ConfigError(
+                f"pooler must be one of {list(POOLERS)}, got {pooler!r}",
+                context={"key": "pooler"},
+            )
+        if partitions is not None and (
+            isinstance(partitions, bool)
+            or not isinstance(partitions, int)
+            or not 1 <= partitions <= MAX_PARTITIONS
+        ):
+            raise ConfigError(
+                f"partitions must be None (plain tables) or an int from 1 to {MAX_PARTITIONS}, "
+                f"got {partitions!r}",
+                context={"key": "partitions"},
+            )
         if (dsn is None) == (pool is None):
             raise ConfigError(
                 "PostgresStore needs exactly one of dsn= (a connection string) or pool= (an "
@@ -203,6 +256,18 @@ class PostgresStore:
         self.schema = schema
         self.table_prefix = table_prefix
         self.connect_timeout_s = float(connect_timeout_s)
+        self.pooler = pooler
+        self.partitions = partitions
+        #: ``True`` once statements are sent unprepared (``pooler="pgbouncer"``, or a pooler
+        #: found losing prepared statements).
+        self.unprepared = pooler == "pgbouncer"
+        self._pooler_checked = pooler != "auto"
+        if self.unprepared and (pool_config or {}).get("prepare_threshold") is not None:
+            raise ConfigError(
+                "pooler='pgbouncer' sends statements unprepared; drop "
+                "pool_config['prepare_threshold'] (or set it to None)",
+                context={"key": "pool_config"},
+            )
 
         conninfo = self._dsn if self._dsn is not None else str(getattr(pool, "conninfo", ""))
         try:
@@ -227,11 +292,8 @@ class PostgresStore:
         self._q = q
         self._q_cas = q["CHECKPOINT_CAS"]
         self._q_create = q["CHECKPOINT_CREATE"]
-        idents = _sql.identifiers(schema, table_prefix)
-        self._ddl: list[tuple[str, ...]] = [
-            tuple(_sql.render(t, idents) for t in m.statements) for m in MIGRATIONS
-        ]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
+        self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
             f"tenxgraph:{schema}:{table_prefix}".encode(), digest_size=8
         ).digest()
@@ -266,9 +328,10 @@ class PostgresStore:
                 f"{sorted(_POOL_KEYS | {'kwargs', 'prepare_threshold'})}",
                 context={"key": "pool_config"},
             )
+        threshold = cfg.pop("prepare_threshold")
         conn_kwargs: dict[str, Any] = {
             "autocommit": True,
-            "prepare_threshold": cfg.pop("prepare_threshold"),
+            "prepare_threshold": None if self.pooler == "pgbouncer" else threshold,
             "connect_timeout": max(2, math.ceil(self.connect_timeout_s)),
         }
         if "application_name" not in params:
@@ -284,6 +347,7 @@ class PostgresStore:
             if not self._user_pool_ready:
                 if self._user_pool.closed:
                     await self._user_pool.open()
+                await self._detect_pooler(self._user_pool)
                 self._user_pool_ready = True
             return self._user_pool
         loop = asyncio.get_running_loop()
@@ -297,6 +361,7 @@ class PostgresStore:
             self._pools[loop] = entry
         if not entry.ready:
             await entry.pool.open()  # idempotent: concurrent first callers all wait here
+            await self._detect_pooler(entry.pool)
             entry.ready = True
         return entry.pool
 
@@ -357,6 +422,8 @@ class PostgresStore:
                 # putconn still rolls back or discards a connection left in a bad state.
                 conn = await pool.getconn()
                 try:
+                    if self.unprepared and conn.prepare_threshold is not None:
+                        conn.prepare_threshold = None
                     cur = conn.cursor(row_factory=tuple_row)
                     if conn.autocommit:
                         await cur.execute(query, params, binary=True)
@@ -370,6 +437,9 @@ class PostgresStore:
                 if attempt == 0 and _connection_gone(exc):
                     await _check_pool(pool)
                     continue
+                if attempt == 0 and getattr(exc, "sqlstate", None) in _PREPARED_LOST:
+                    self._stop_preparing()
+                    continue
                 raise self._translate(exc) from None
             except UnicodeEncodeError:
                 raise StorageError(
@@ -378,6 +448,38 @@ class PostgresStore:
                     context={"backend": "postgresql", "sqlstate": None},
                 ) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _detect_pooler(self, pool: AsyncConnectionPool) -> None:
+        """With ``pooler="auto"``, once per store: stop preparing statements when a pooler
+        answers in the server's place (the backend pid given at startup is not the server's)."""
+        if self._pooler_checked:
+            return
+        async with pool.connection() as conn:
+            cur = await conn.execute(self._q["BACKEND_PID"], prepare=False)
+            row = await cur.fetchone()
+            pooled = row is not None and row[0] != conn.info.backend_pid
+        if pooled and not self.unprepared:
+            logger.info(
+                "Postgres at %s is reached through a pooler: statements are sent unprepared",
+                self._target,
+            )
+            self._stop_preparing(quiet=True)
+        self._pooler_checked = True
+
+    def _stop_preparing(self, *, quiet: bool = False) -> None:
+        """A pooler lost a prepared statement: send every statement unprepared from now on
+        (connections already open switch at their next use; new ones start so)."""
+        if not self.unprepared and not quiet:
+            logger.warning(
+                "Postgres at %s lost a server-side prepared statement: a transaction-mode "
+                "pooler (PgBouncer < 1.21?) is in between; sending statements unprepared from "
+                "now on (pass pooler='pgbouncer' to start so)",
+                self._target,
+            )
+        self.unprepared = True
+        self._conn_kwargs["prepare_threshold"] = None
+        for entry in list(self._pools.values()):
+            entry.pool.kwargs["prepare_threshold"] = None
 
     async def _get_pool_translated(self) -> AsyncConnectionPool:
         try:
@@ -493,10 +595,20 @@ class PostgresStore:
             kwargs = {**(getattr(pool, "kwargs", None) or {})}
             kwargs.setdefault("connect_timeout", max(2, math.ceil(self.connect_timeout_s)))
         kwargs["autocommit"] = True
+        kwargs["prepare_threshold"] = None  # setup statements run once each
         kwargs.pop("row_factory", None)
         return psycopg.connect(conninfo, **kwargs)
 
     async def _asetup_on(self, conn: psycopg.AsyncConnection) -> None:
+        # Setup statements run once each: never prepare them (a transaction pooler would lose
+        # them between server connections).
+        threshold, conn.prepare_threshold = conn.prepare_threshold, None
+        try:
+            await self._asetup_steps(conn)
+        finally:
+            conn.prepare_threshold = threshold
+
+    async def _asetup_steps(self, conn: psycopg.AsyncConnection) -> None:
         found = await _adrive(conn, self._probe_plan(), tx=False)
         if found == CURRENT_VERSION:
             return
@@ -505,6 +617,13 @@ class PostgresStore:
             await _adrive(conn, self._step_plan(target), tx=True)
 
     def _setup_on(self, conn: psycopg.Connection) -> None:
+        threshold, conn.prepare_threshold = conn.prepare_threshold, None
+        try:
+            self._setup_steps(conn)
+        finally:
+            conn.prepare_threshold = threshold
+
+    def _setup_steps(self, conn: psycopg.Connection) -> None:
         found = _drive(conn, self._probe_plan(), tx=False)
         if found == CURRENT_VERSION:
             return
@@ -529,7 +648,32 @@ class PostgresStore:
         rows = yield self._q["MIGRATION_VERSION"], {}
         found = int(rows[0][0])
         self._check_version(found)
+        if self.partitions is not None and found >= 1:
+            rows = yield self._q["TABLE_LAYOUT"], {"qualified": self._threads_table}
+            self._check_layout(rows)
         return found
+
+    def _check_layout(self, rows: _Rows) -> None:
+        """Refuse ``partitions=N`` over tables that are not hash-partitioned into N."""
+        found = int(rows[0][1]) if rows and rows[0][0] else None
+        if found == self.partitions:
+            return
+        where = f"schema {self.schema!r} (prefix {self.table_prefix!r})"
+        if found is None:
+            msg = (
+                f"the tenxgraph tables in {where} exist unpartitioned; partitions= applies "
+                "only when setup() creates a fresh schema (tenxgraph does not repartition "
+                "existing tables): drop partitions= to use them, or set up a new schema or "
+                "table_prefix with partitions= and move the data"
+            )
+        else:
+            msg = (
+                f"the tenxgraph tables in {where} are hash-partitioned into {found} "
+                f"partitions, not {self.partitions}; pass partitions={found} (or drop it)"
+            )
+        raise ConfigError(
+            msg, context={"key": "partitions", "found": found, "requested": self.partitions}
+        )
 
     def _bootstrap_plan(self) -> Generator[_Op, _Rows, int]:
         """Under the lock: create the schema and the migrations table if missing."""
@@ -558,7 +702,11 @@ class PostgresStore:
                 f"schema step {target} cannot follow version {found}",
                 context={"found": found, "target": target},
             )
-        for ddl in self._ddl[target - 1]:
+        partitions = self.partitions
+        if target > 1:  # later steps follow the layout the database has
+            rows = yield self._q["TABLE_LAYOUT"], {"qualified": self._threads_table}
+            partitions = int(rows[0][1]) if rows and rows[0][0] else None
+        for ddl in render_step(MIGRATIONS[target - 1], self.schema, self.table_prefix, partitions):
             yield ddl, {}
         yield (
             self._q["MIGRATION_RECORD"],

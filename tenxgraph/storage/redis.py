@@ -69,6 +69,7 @@ from typing import Any, NamedTuple
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -439,6 +440,11 @@ class RedisCache:
             touching the network for this many seconds, and a background probe retries every
             this many seconds until Redis answers (default 1.0). After reconnecting, version
             stamps are not trusted for ``2 * (reconnect_backoff_s + timeout_s)`` seconds.
+        cluster: ``url`` names one node of a Redis Cluster: the tier then uses
+            ``redis.asyncio.cluster.RedisCluster``, which discovers the other nodes and sends
+            each call to the master of its slot (every key of a thread is in one slot, see the
+            key layout). A ``RedisCluster`` can also be passed as ``client``. A master that
+            fails is a cache miss like any other failure.
 
     Raises:
         ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``prefix`` with
@@ -456,11 +462,12 @@ class RedisCache:
         self,
         url: str | None = None,
         *,
-        client: aioredis.Redis | None = None,
+        client: aioredis.Redis | RedisCluster | None = None,
         prefix: str = "tenxgraph:",
         ttl_s: int = 86400,
         timeout_s: float = 2.0,
         reconnect_backoff_s: float = 1.0,
+        cluster: bool = False,
     ) -> None:
         if client is None and not url:
             raise ConfigError("RedisCache needs url= or client=", context={"key": "url"})
@@ -468,6 +475,11 @@ class RedisCache:
             raise ConfigError(
                 "the Redis key prefix must not contain '{' or '}': the thread id is the hash tag",
                 context={"key": "prefix"},
+            )
+        if cluster and client is not None:
+            raise ConfigError(
+                "cluster=True builds a client from url=; pass a RedisCluster as client= instead",
+                context={"key": "cluster"},
             )
         if ttl_s < 1 or timeout_s <= 0 or reconnect_backoff_s < 0:
             raise ConfigError(
@@ -477,13 +489,14 @@ class RedisCache:
         self._owns_client = client is None
         if client is None:
             assert url is not None
-            client = aioredis.Redis.from_url(
+            factory = RedisCluster if cluster else aioredis.Redis
+            client = factory.from_url(
                 url,
                 socket_timeout=timeout_s,
                 socket_connect_timeout=timeout_s,
                 retry=Retry(NoBackoff(), 0),
             )
-        self._client: aioredis.Redis = client
+        self._client: aioredis.Redis | RedisCluster = client
         self.prefix = prefix
         self.ttl_s = int(ttl_s)
         self.timeout_s = float(timeout_s)

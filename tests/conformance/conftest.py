@@ -4,7 +4,9 @@ the same promises.
 
 Backends (test ids): ``memory-asyncio``, ``memory-trio``, ``sqlite-asyncio``, ``sqlite-trio``
 (a file in ``tmp_path``), ``postgres`` (its own schema), ``lru+redis+postgres`` and
-``lru+sqlite``. The embedded stores also run under trio; psycopg needs asyncio. A backend whose
+``lru+sqlite``, and the production topologies of docs/deployment.md: ``postgres-pgbouncer``
+(through PgBouncer in transaction mode, pooler detected), ``postgres-partitioned`` (the
+hash-partitioned layout) and ``lru+rediscluster+postgres`` (a three-master Redis Cluster). The embedded stores also run under trio; psycopg needs asyncio. A backend whose
 module does not exist yet is skipped; once it exists, an import error fails loudly.
 """
 
@@ -32,6 +34,18 @@ _CASES = [
         marks=[pytest.mark.postgres, pytest.mark.redis],
     ),
     pytest.param("lru+sqlite", "asyncio", id="lru+sqlite"),
+    pytest.param(
+        "postgres-pgbouncer", "asyncio", id="postgres-pgbouncer", marks=pytest.mark.postgres
+    ),
+    pytest.param(
+        "postgres-partitioned", "asyncio", id="postgres-partitioned", marks=pytest.mark.postgres
+    ),
+    pytest.param(
+        "lru+rediscluster+postgres",
+        "asyncio",
+        id="lru+rediscluster+postgres",
+        marks=[pytest.mark.postgres, pytest.mark.redis],
+    ),
 ]
 
 
@@ -48,10 +62,10 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def _postgres(request: pytest.FixtureRequest) -> Any:
+def _postgres(request: pytest.FixtureRequest, dsn_fixture: str = "pg_dsn", **kwargs: Any) -> Any:
     mod = _module("tenxgraph.storage.postgres")
-    dsn = request.getfixturevalue("pg_dsn")
-    return mod.PostgresStore(dsn, schema=request.getfixturevalue("pg_schema"))
+    dsn = request.getfixturevalue(dsn_fixture)
+    return mod.PostgresStore(dsn, schema=request.getfixturevalue("pg_schema"), **kwargs)
 
 
 def _lru() -> Any:
@@ -80,9 +94,20 @@ def _build(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         return _sqlite(tmp_path)
     if kind == "postgres":
         return _postgres(request)
+    if kind == "postgres-pgbouncer":
+        return _postgres(request, "pgbouncer_dsn")
+    if kind == "postgres-partitioned":
+        return _postgres(request, partitions=4)
     layered = _module("tenxgraph.storage.layered")
     if kind == "lru+redis+postgres":
         return layered.LayeredStore(_postgres(request), caches=[_lru(), _redis(request)])
+    if kind == "lru+rediscluster+postgres":
+        cluster = _module("tenxgraph.storage.redis").RedisCache(
+            url=request.getfixturevalue("redis_cluster_url"),
+            prefix=request.getfixturevalue("redis_cluster_prefix"),
+            cluster=True,
+        )
+        return layered.LayeredStore(_postgres(request), caches=[_lru(), cluster])
     if kind == "lru+sqlite":
         return layered.LayeredStore(_sqlite(tmp_path), caches=[_lru()])
     raise AssertionError(f"unknown store kind {kind!r}")

@@ -3,7 +3,11 @@
 Every test that requests ``backend`` (async tests) or ``sync_backend`` (sync tests) runs once per
 checkpointer: ``memory``, ``sqlite`` (a file in ``tmp_path``), ``postgres`` (``PgCheckpointer``
 on its own schema, LRU + Postgres) and ``postgres+redis`` (LRU + Redis + Postgres, its own key
-prefix). Async tests on the embedded stores run under asyncio and trio; psycopg's async driver
+prefix), and the production topologies (issue 18, docs/deployment.md): ``postgres-pgbouncer``
+(the same database through PgBouncer in transaction mode, ``pooler`` left at its default so
+the pooler is detected), ``postgres-partitioned`` (the hash-partitioned layout,
+``partitions=4``) and ``postgres+rediscluster`` (LRU + a three-master Redis Cluster +
+Postgres). Async tests on the embedded stores run under asyncio and trio; psycopg's async driver
 needs asyncio, so the Postgres backends run under asyncio only.
 
 A :class:`Backend` builds checkpointers on one storage location: :meth:`Backend.new` makes a
@@ -33,6 +37,7 @@ __all__ = [
     "DURABLE",
     "Backend",
     "SYNC_CASES",
+    "TOPOLOGIES",
     "backend_fixture",
     "build_from_spec",
     "only",
@@ -50,6 +55,9 @@ ASYNC_CASES = [
     pytest.param("sqlite", "trio", id="sqlite-trio"),
     pytest.param("postgres", "asyncio", id="postgres", marks=_PG),
     pytest.param("postgres+redis", "asyncio", id="postgres+redis", marks=_PG_REDIS),
+    pytest.param("postgres-pgbouncer", "asyncio", id="postgres-pgbouncer", marks=_PG),
+    pytest.param("postgres-partitioned", "asyncio", id="postgres-partitioned", marks=_PG),
+    pytest.param("postgres+rediscluster", "asyncio", id="postgres+rediscluster", marks=_PG_REDIS),
 ]
 
 SYNC_CASES = [
@@ -57,9 +65,18 @@ SYNC_CASES = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=_PG),
     pytest.param("postgres+redis", id="postgres+redis", marks=_PG_REDIS),
+    pytest.param("postgres-pgbouncer", id="postgres-pgbouncer", marks=_PG),
+    pytest.param("postgres-partitioned", id="postgres-partitioned", marks=_PG),
+    pytest.param("postgres+rediscluster", id="postgres+rediscluster", marks=_PG_REDIS),
 ]
 
-DURABLE = frozenset({"sqlite", "postgres", "postgres+redis"})
+#: The production topologies: the whole suite runs on them too.
+TOPOLOGIES = frozenset({"postgres-pgbouncer", "postgres-partitioned", "postgres+rediscluster"})
+
+#: Partition count of the ``postgres-partitioned`` backend.
+PARTITIONS = 4
+
+DURABLE = frozenset({"sqlite", "postgres", "postgres+redis"}) | TOPOLOGIES
 
 
 def only(*kinds: str) -> Callable[[Any], Any]:
@@ -105,12 +122,16 @@ class Backend:
         self.redis_prefix: str | None = None
         if kind.startswith("postgres"):
             pytest.importorskip("tenxgraph.storage.postgres")
-            self.pg_dsn = request.getfixturevalue("pg_dsn")
+            dsn_fixture = "pgbouncer_dsn" if kind == "postgres-pgbouncer" else "pg_dsn"
+            self.pg_dsn = request.getfixturevalue(dsn_fixture)
             self.pg_schema = request.getfixturevalue("pg_schema")
         if kind == "postgres+redis":
             pytest.importorskip("tenxgraph.storage.redis")
             self.redis_url = request.getfixturevalue("redis_url")
             self.redis_prefix = request.getfixturevalue("redis_prefix")
+        if kind == "postgres+rediscluster":
+            self.redis_url = request.getfixturevalue("redis_cluster_url")
+            self.redis_prefix = request.getfixturevalue("redis_cluster_prefix")
 
     def __repr__(self) -> str:
         return f"Backend({self.kind!r})"
@@ -176,6 +197,12 @@ def build_from_spec(spec: dict[str, Any]) -> BaseCheckpointer:
 
     if kind == "postgres+redis":
         kwargs.update(redis_url=spec["redis_url"], redis_prefix=spec["redis_prefix"])
+    if kind == "postgres+rediscluster":
+        kwargs.update(
+            redis_url=spec["redis_url"], redis_prefix=spec["redis_prefix"], redis_cluster=True
+        )
+    if kind == "postgres-partitioned":
+        kwargs.setdefault("partitions", PARTITIONS)
     return PgCheckpointer(spec["pg_dsn"], schema=spec["pg_schema"], **kwargs)
 
 

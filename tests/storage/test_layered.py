@@ -1,7 +1,8 @@
 """``LayeredStore`` (LRU -> Redis -> source of truth) against real Redis and real sources.
 
 Every test runs over each source of truth: ``MemoryStore``, ``SqliteStore`` (a file) and
-``PostgresStore`` (its own schema). Several ``LayeredStore`` objects over one source play
+``PostgresStore`` (its own schema), and those using ``make_stack`` with a single Redis and a
+Redis Cluster. Several ``LayeredStore`` objects over one source play
 several application instances; multi-process tests use ``multiprocessing`` (spawn). Round
 trips are counted with a counting ``StoreTier`` wrapper and a redis-py client subclass that
 records the commands it sends: both talk to the real servers.
@@ -26,6 +27,11 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from _dedicated_redis import DedicatedRedis
+from _redis_topology import (  # noqa: F401 - fixtures and the parametrizing hook
+    pytest_generate_tests,
+    redis_cluster_flag_fixture,
+    redis_prefix_fixture,
+)
 from opentelemetry import trace
 
 from tenxgraph.core.exceptions import StaleStateError, StorageError
@@ -198,10 +204,13 @@ async def backend(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[Bac
 
 @pytest.fixture
 async def make_stack(
-    backend: Backend, redis_url: str, redis_prefix: str
+    backend: Backend, redis_cluster_flag: tuple[str, bool], redis_prefix: str
 ) -> AsyncIterator[Callable[..., LayeredStore]]:
     """Build ``LayeredStore(LRU -> Redis -> source)`` instances; their caches are closed after
-    the test (the sources by the ``backend`` fixture)."""
+    the test (the sources by the ``backend`` fixture). The Redis is the single server or the
+    Redis Cluster (``[single]`` / ``[cluster]``; tests that take ``redis_url`` themselves run
+    on the single server only)."""
+    redis_url, cluster = redis_cluster_flag
     made: list[LayeredStore] = []
 
     def make(
@@ -214,7 +223,9 @@ async def make_stack(
     ) -> LayeredStore:
         caches: list[Any] = [LRUCache()] if lru else []
         if redis_on:
-            caches.append(redis_cache or RedisCache(redis_url, prefix=redis_prefix))
+            caches.append(
+                redis_cache or RedisCache(redis_url, prefix=redis_prefix, cluster=cluster)
+            )
         st = LayeredStore(source or backend.new(), caches, validate=validate)
         made.append(st)
         return st

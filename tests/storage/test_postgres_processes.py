@@ -26,6 +26,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 KEY = ThreadKey("shared-thread", "owner")
 
 
+@pytest.fixture(params=["direct", "pgbouncer"])
+def writer_dsn(request: pytest.FixtureRequest, pg_dsn: str) -> str:
+    """The DSN the worker processes use: the server itself, or PgBouncer in transaction mode in
+    front of it (docs/deployment.md); checks read the server directly."""
+    return request.getfixturevalue("pgbouncer_dsn") if request.param == "pgbouncer" else pg_dsn
+
+
 def _payload(mid: str) -> bytes:
     return b'{"message_id":"%s","text":"\\u0000 hello"}' % mid.encode()
 
@@ -147,8 +154,10 @@ def _message_ids(dsn: str, schema: str) -> list[str]:
     return [bytes(d).split(b'"')[3].decode() for (d,) in rows]
 
 
-def test_writers_in_several_processes_lose_nothing(pg_dsn: str, pg_schema: str) -> None:
-    outs = _run_writers(pg_dsn, pg_schema, processes=4, duration_s=3.0, history_limit=None)
+def test_writers_in_several_processes_lose_nothing(
+    pg_dsn: str, pg_schema: str, writer_dsn: str
+) -> None:
+    outs = _run_writers(writer_dsn, pg_schema, processes=4, duration_s=3.0, history_limit=None)
     committed = sorted(c for o in outs.values() for c in o["committed"])
     failed = {f for o in outs.values() for f in o["failed"]}
     uncertain = {u for o in outs.values() for u in o["uncertain"]}
@@ -181,10 +190,10 @@ def test_writers_in_several_processes_lose_nothing(pg_dsn: str, pg_schema: str) 
 
 
 def test_pruning_under_concurrent_writers_keeps_exactly_the_limit(
-    pg_dsn: str, pg_schema: str
+    pg_dsn: str, pg_schema: str, writer_dsn: str
 ) -> None:
     limit = 5
-    outs = _run_writers(pg_dsn, pg_schema, processes=3, duration_s=2.0, history_limit=limit)
+    outs = _run_writers(writer_dsn, pg_schema, processes=3, duration_s=2.0, history_limit=limit)
     committed = sorted(c for o in outs.values() for c in o["committed"])
     failed = {f for o in outs.values() for f in o["failed"]}
     n = _rows(
@@ -218,9 +227,11 @@ def test_pruning_under_concurrent_writers_keeps_exactly_the_limit(
     asyncio.run(latest_is_complete())
 
 
-def _setup_worker(dsn: str, schema: str, use_sync: bool, barrier: Any, results: Any) -> None:
+def _setup_worker(
+    dsn: str, schema: str, use_sync: bool, barrier: Any, results: Any, partitions: int | None
+) -> None:
     try:
-        store = PostgresStore(dsn, schema=schema)
+        store = PostgresStore(dsn, schema=schema, partitions=partitions)
         barrier.wait()
         if use_sync:
             store.setup()
@@ -239,13 +250,23 @@ def _setup_worker(dsn: str, schema: str, use_sync: bool, barrier: Any, results: 
         results.put("ok")
 
 
-def test_setup_from_several_processes_at_once(pg_dsn: str, pg_schema: str) -> None:
+@pytest.mark.parametrize("topology", ["direct", "pgbouncer", "partitioned"])
+def test_setup_from_several_processes_at_once(
+    pg_dsn: str, pg_schema: str, topology: str, request: pytest.FixtureRequest
+) -> None:
+    """Racing setups apply each step once: also through PgBouncer in transaction mode (the
+    lock is pg_advisory_xact_lock inside each step's transaction, which a transaction pooler
+    keeps on one server connection) and when creating the partitioned layout."""
+    dsn = request.getfixturevalue("pgbouncer_dsn") if topology == "pgbouncer" else pg_dsn
+    partitions = 3 if topology == "partitioned" else None
     schema = pg_schema + "_race"  # does not exist yet: the racers also race to create it
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(4)
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=_setup_worker, args=(pg_dsn, schema, i % 2 == 0, barrier, results))
+        ctx.Process(
+            target=_setup_worker, args=(dsn, schema, i % 2 == 0, barrier, results, partitions)
+        )
         for i in range(4)
     ]
     try:
@@ -263,7 +284,8 @@ def test_setup_from_several_processes_at_once(pg_dsn: str, pg_schema: str) -> No
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s",
             schema,
         )
-        assert tables == [(6,)]
+        # six tables; in the partitioned layout also 3 partitions of each of the 5 thread-keyed
+        assert tables == [(6 + 5 * (partitions or 0),)]
     finally:
         for p in procs:
             if p.is_alive():

@@ -1,6 +1,7 @@
 """The Redis cache tier (``tenxgraph.storage.redis.RedisCache``) against a real Redis server.
 
-Most tests use the shared test server (``redis_url``) with a key prefix of their own. Tests that
+Most tests use the shared test server (``redis_url``) with a key prefix of their own, and run
+again on the three-master Redis Cluster (``[cluster]``, see ``_redis_topology``). Tests that
 stop or pause Redis start a dedicated ``redis-server`` on a free port, so they never disturb
 other tests.
 """
@@ -18,6 +19,12 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from _dedicated_redis import DedicatedRedis, _free_port
+from _redis_topology import (  # noqa: F401 - fixtures and the parametrizing hook
+    pytest_generate_tests,
+    redis_cluster_flag_fixture,
+    redis_prefix_fixture,
+    sync_client,
+)
 from opentelemetry import trace
 from redis.crc import key_slot
 
@@ -56,6 +63,10 @@ def record(
     )
 
 
+def cache_is_cluster(cache: RedisCache) -> bool:
+    return not hasattr(cache._client, "connection_pool")
+
+
 def rows(*seqs: int) -> list[tuple[int, bytes]]:
     return [(s, blob(s)) for s in seqs]
 
@@ -73,16 +84,19 @@ class CountingRedis(aioredis.Redis):
 
 
 @pytest.fixture
-async def cache(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisCache]:
-    c = RedisCache(redis_url, prefix=redis_prefix, ttl_s=600)
+async def cache(
+    redis_cluster_flag: tuple[str, bool], redis_prefix: str
+) -> AsyncIterator[RedisCache]:
+    url, cluster = redis_cluster_flag
+    c = RedisCache(url, prefix=redis_prefix, ttl_s=600, cluster=cluster)
     yield c
     await c.aclose()
 
 
 @pytest.fixture
-def raw(redis_url: str) -> Iterator[redis.Redis]:
+def raw(redis_cluster_flag: tuple[str, bool]) -> Iterator[redis.Redis]:
     """A plain synchronous client for looking at (and corrupting) the keys."""
-    client = redis.Redis.from_url(redis_url)
+    client = sync_client(*redis_cluster_flag)
     yield client
     client.close()
 
@@ -131,6 +145,9 @@ async def test_round_trip_key_layout_and_ttl(
     assert keys == [f"{redis_prefix}{{t1}}:{s}" for s in ("meta", "msgs", "ver")]
     # one hash tag per thread: every key of the thread lives in the slot of "t1"
     assert {key_slot(k.encode()) for k in keys} == {key_slot(b"t1")}
+    if cache_is_cluster(cache):  # the cluster agrees (CLUSTER KEYSLOT), all on one master
+        assert {raw.cluster_keyslot(k) for k in keys} == {key_slot(b"t1")}
+        assert len({raw.get_node_from_key(k).name for k in keys}) == 1
     for k in keys:
         assert 0 < raw.ttl(k) <= 600
     meta = raw.hgetall(f"{redis_prefix}{{t1}}:meta")
@@ -146,6 +163,9 @@ async def test_hash_tag_with_braces_in_thread_id(cache: RedisCache) -> None:
     await cache.put(record(1, ((1, 2),), key=key))
     assert (await cache.get(key)).messages == [blob(1)]
     assert len({key_slot(k.encode()) for k in cache.keys(key.thread_id)}) == 1
+    if cache_is_cluster(cache):
+        slots = {await cache._client.cluster_keyslot(k) for k in cache._all_keys(key.thread_id)}
+        assert slots == {key_slot(cache.keys(key.thread_id)[0].encode())}
     assert await cache.get(ThreadKey("a", "alice")) is None
 
 
@@ -431,7 +451,8 @@ async def test_spans_and_failure_events(cache: RedisCache, span_exporter) -> Non
     for s in spans:
         assert s.kind == trace.SpanKind.CLIENT
         assert s.attributes["db.system.name"] == "redis"
-        assert s.attributes["server.port"] == 6379
+        if not cache_is_cluster(cache):  # a cluster call goes to the master of its slot
+            assert s.attributes["server.port"] == 6379
         assert "db.system" not in s.attributes and "db.statement" not in s.attributes
     assert spans[1].attributes["tenxgraph.cache.hit"] is True
     assert spans[1].attributes["tenxgraph.checkpoint.version"] == 1

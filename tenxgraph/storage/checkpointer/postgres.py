@@ -72,10 +72,21 @@ class PgCheckpointer(BaseCheckpointer):
             share cache entries through one Redis; instances serving the same threads must
             therefore spell the DSN's host, port and database alike.
         lru_max_entries: threads kept decoded in the in-process LRU (count).
+        pooler: ``"auto"`` (default: detect a connection pooler and then send statements
+            unprepared), ``"pgbouncer"`` (a transaction-mode pooler without prepared
+            statement support, PgBouncer < 1.21 or ``max_prepared_statements = 0``: never
+            prepare) or ``None`` (direct, or a pooler that keeps prepared statements). See
+            ``PostgresStore`` and docs/deployment.md.
+        partitions: ``None`` (default, plain tables) or N (1 to 1024): ``setup()`` creates a
+            fresh schema with its thread-keyed tables hash-partitioned on ``thread_id`` into N
+            partitions; refused (``CONFIG_001``) over existing tables of another layout.
+        redis_cluster: ``redis_url`` names a node of a Redis Cluster (the client is a
+            ``redis.asyncio.cluster.RedisCluster``); or pass a ``RedisCluster`` as ``redis=``.
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
-            given, or an unknown ``user_id_type``.
+            given, an unknown ``user_id_type``, a bad ``pooler`` or ``partitions``, or
+            ``redis_cluster=True`` without ``redis_url`` (or with ``redis``/``redis_pool``).
     """
 
     def __init__(
@@ -97,6 +108,9 @@ class PgCheckpointer(BaseCheckpointer):
         table_prefix: str = "tenxgraph_",
         redis_prefix: str = "tenxgraph:",
         lru_max_entries: int = 1024,
+        pooler: str | None = "auto",
+        partitions: int | None = None,
+        redis_cluster: bool = False,
     ) -> None:
         if (postgres_dsn is None) == (pg_pool is None):
             raise ConfigError(
@@ -107,6 +121,12 @@ class PgCheckpointer(BaseCheckpointer):
             raise ConfigError(
                 f"user_id_type must be 'string', 'int' or 'bigint', got {user_id_type!r}",
                 context={"key": "user_id_type"},
+            )
+        if redis_cluster and (not redis_url or redis is not None or redis_pool is not None):
+            raise ConfigError(
+                "redis_cluster=True needs redis_url= (a node of the cluster) and neither "
+                "redis= nor redis_pool= (pass a RedisCluster as redis= instead)",
+                context={"key": "redis_cluster"},
             )
         self.schema = schema
         self.user_id_type = user_id_type
@@ -121,6 +141,8 @@ class PgCheckpointer(BaseCheckpointer):
             pool_config=pool_config,
             schema=schema,
             table_prefix=table_prefix,
+            pooler=pooler,
+            partitions=partitions,
         )
         conninfo = (
             postgres_dsn if postgres_dsn is not None else str(getattr(pg_pool, "conninfo", ""))
@@ -134,9 +156,12 @@ class PgCheckpointer(BaseCheckpointer):
             redis_client = aioredis.Redis(connection_pool=redis_pool)
             self._own_redis = redis_client
         if redis_client is None and redis_url and redis_pool_config:
-            import redis.asyncio as aioredis
+            if redis_cluster:
+                from redis.asyncio.cluster import RedisCluster as factory
+            else:
+                from redis.asyncio import Redis as factory
 
-            redis_client = aioredis.Redis.from_url(redis_url, **redis_pool_config)
+            redis_client = factory.from_url(redis_url, **redis_pool_config)
             self._own_redis = redis_client
         if redis_client is not None or redis_url:
             from tenxgraph.storage.redis import RedisCache
@@ -144,7 +169,11 @@ class PgCheckpointer(BaseCheckpointer):
             if redis_client is not None:
                 caches.append(RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl))
             else:
-                caches.append(RedisCache(redis_url, prefix=redis_prefix, ttl_s=cache_ttl))
+                caches.append(
+                    RedisCache(
+                        redis_url, prefix=redis_prefix, ttl_s=cache_ttl, cluster=redis_cluster
+                    )
+                )
         super().__init__(
             LayeredStore(pg, caches=caches),
             state_history_limit=state_history_limit,
@@ -156,7 +185,9 @@ class PgCheckpointer(BaseCheckpointer):
         ``release_resources``, those the application passed in); idempotent."""
         await super().aclose()
         own, self._own_redis = self._own_redis, None
-        if own is not None:
+        if own is not None and not hasattr(own, "connection_pool"):
+            await own.aclose()  # a RedisCluster (redis_cluster=True): its node pools are its own
+        elif own is not None:
             await own.aclose(
                 close_connection_pool=self._user_redis_pool is None or self.release_resources
             )
