@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import traceback
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,10 @@ REDIS_URL = os.environ.get("TENXGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0
 
 #: (page, first line of the block) -> why it is not run.
 SKIPPED: dict[tuple[str, str], str] = {
+    ("docs/telemetry.md", "from opentelemetry import metrics, trace"): (
+        "needs the OTLP exporter package and a collector; docs/how-to/tracing.md runs the same "
+        "setup with an in-memory exporter"
+    ),
     ("docs/how-to/tracing.md", "from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter"): (
         "needs the OTLP exporter package and a collector listening; the same setup with the "
         "in-memory exporter runs just below it"
@@ -137,6 +142,22 @@ def page_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             client.close()
 
 
+def _describe(exc: BaseException) -> str:
+    """The exception and its causes, with the innermost frames (file:line function)."""
+    parts = []
+    while exc is not None and len(parts) < 4:
+        try:
+            frames = [
+                f"  {f.filename}:{f.lineno} {f.name}"
+                for f in traceback.extract_tb(exc.__traceback__)[-6:]
+            ]
+        except Exception:  # noqa: BLE001 - pytest-examples' rewritten frames have no positions
+            frames = []
+        parts.append("\n".join([*frames, f"{type(exc).__name__}: {exc}"]))
+        exc = exc.__cause__ or exc.__context__
+    return "\n-- caused by --\n".join(parts)
+
+
 def _kill_leftovers(namespace: dict[str, Any]) -> None:
     procs: list[subprocess.Popen] = []
     for value in namespace.values():
@@ -164,7 +185,15 @@ def test_page_examples_run(page: str, page_env: Path, eval_example: EvalExample)
                 (page_env / title).write_text(ex.source)
                 compile(ex.source, title, "exec")
                 continue
-            result = eval_example.run(ex, module_globals=namespace)
+            failure = None
+            try:
+                result = eval_example.run(ex, module_globals=namespace)
+            except Exception as exc:  # noqa: BLE001 - reported with the block's place in the page
+                failure = f"{page}, block at line {ex.start_line}:\n{_describe(exc)}"
+            if failure is not None:
+                # Outside the except block: pytest cannot render the chained traceback of code
+                # run by pytest-examples (its frames point into a generated file).
+                pytest.fail(failure, pytrace=False)
             namespace = {k: v for k, v in result.items() if not k.startswith("__")}
     finally:
         _kill_leftovers(namespace)
