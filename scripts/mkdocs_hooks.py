@@ -5,14 +5,21 @@
   drift from the code.
 - Sphinx cross-reference roles left in docstrings (``:class:`X```) are rendered as plain code
   instead of showing the role's name as text.
+- When ``scripts/docs-deps.sh`` has fetched mermaid into ``.cache/docs/``, the site ships it
+  (``assets/javascripts/mermaid.min.js``), and the theme uses it instead of loading mermaid from
+  a CDN: diagrams render offline and no page fetches a third-party script.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 MARKER = "<!-- error-codes -->"
+MERMAID = Path(__file__).resolve().parents[1] / ".cache" / "docs" / "mermaid.min.js"
+MERMAID_URL = "assets/javascripts/mermaid.min.js"
 _ROLE = re.compile(r":(?:py:)?(?:class|meth|func|data|attr|mod|exc|obj):<code>(~?)([^<]*)</code>")
 
 
@@ -65,3 +72,17 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 def on_page_content(html: str, **_: Any) -> str:
     return _ROLE.sub(_plain, html)
+
+
+def on_config(config: Any, **_: Any) -> Any:
+    if MERMAID.is_file():
+        config.extra_javascript.append(MERMAID_URL)
+    return config
+
+
+def on_post_build(config: Any, **_: Any) -> None:
+    if MERMAID.is_file():
+        target = Path(config.site_dir) / MERMAID_URL
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(MERMAID, target)
+        shutil.copyfile(MERMAID.with_suffix("").with_suffix(".LICENSE"), target.with_name("mermaid.LICENSE"))
