@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md documents it: a virtualenv in .venv, the package with its
-# dev extras, the PostgreSQL and Redis servers (started when not answering), then pytest.
+# dev extras, the PostgreSQL and Redis servers (started when not answering), Chromium and
+# mermaid for the documentation tests (scripts/docs-deps.sh), then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -10,4 +11,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev]"
 bash scripts/services.sh
+bash scripts/docs-deps.sh
 exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"

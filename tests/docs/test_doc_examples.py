@@ -1,0 +1,199 @@
+"""Every fenced Python block of ``docs/`` and ``README.md`` runs, with pytest-examples.
+
+The blocks of one page run in order in one namespace, as a reader pasting them into one Python
+session would (later blocks use what earlier ones defined). Conventions of the fence line:
+
+- ``py title="app.py"``: a file the page tells the reader to save. It is saved under that
+  name in the working directory and compiled; it runs when later blocks import it or start it
+  (``python app.py``), as for the reader (run as a block it would run as ``__main__``).
+- ``py test="skip"``: the block is not run. Each such block is listed in ``SKIPPED`` below with
+  the reason, so a skip is always a decision, and there are few.
+
+Each page runs in a fresh temporary directory, with its own Postgres schema (dropped afterwards)
+and its own Redis keys (deleted afterwards). Blocks read the servers from the environment as an
+application would: ``TENXGRAPH_DSN``, ``TENXGRAPH_REDIS_URL``, ``TENXGRAPH_SCHEMA``. Processes a
+page started and left running (``subprocess.Popen`` objects in its namespace) are killed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import traceback
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_examples import CodeExample, EvalExample, find_examples
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_DSN = os.environ.get("TENXGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TENXGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+#: (page, first line of the block) -> why it is not run.
+SKIPPED: dict[tuple[str, str], str] = {
+    ("docs/telemetry.md", "from opentelemetry import metrics, trace"): (
+        "needs the OTLP exporter package and a collector; docs/how-to/tracing.md runs the same "
+        "setup with an in-memory exporter"
+    ),
+    ("docs/how-to/tracing.md", "from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter"): (
+        "needs the OTLP exporter package and a collector listening; the same setup with the "
+        "in-memory exporter runs just below it"
+    ),
+    ("docs/how-to/checkpointers.md", "from psycopg_pool import AsyncConnectionPool"): (
+        "an application's own pool, shown as a fragment of a larger program; the same "
+        "checkpointer built from a DSN runs above it"
+    ),
+}
+
+
+def _pages() -> dict[str, list[CodeExample]]:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages: dict[str, list[CodeExample]] = {}
+    for ex in find_examples(*files):
+        pages.setdefault(ex.path.relative_to(ROOT).as_posix(), []).append(ex)
+    for blocks in pages.values():
+        blocks.sort(key=lambda ex: ex.start_line)
+    return pages
+
+
+PAGES = _pages()
+
+
+def _first_line(ex: CodeExample) -> str:
+    return next(line.strip() for line in ex.source.splitlines() if line.strip())
+
+
+def test_every_page_with_python_is_collected():
+    """The collector sees the pages that teach with code (a fence it cannot parse would make a
+    page silently untested)."""
+    expected = {
+        "README.md",
+        "docs/index.md",
+        "docs/tutorial.md",
+        "docs/how-to/checkpointers.md",
+        "docs/how-to/conflicts.md",
+        "docs/how-to/crash-recovery.md",
+        "docs/how-to/idempotent-tools.md",
+        "docs/how-to/human-in-the-loop.md",
+        "docs/how-to/streaming.md",
+        "docs/how-to/tracing.md",
+        "docs/how-to/migrate-langgraph.md",
+    }
+    assert expected <= set(PAGES)
+    for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
+        fences = [
+            line.strip()
+            for line in path.read_text().splitlines()
+            if line.strip().startswith("```py")
+        ]
+        found = PAGES.get(path.relative_to(ROOT).as_posix(), [])
+        assert len(fences) == len(found), path
+
+
+def test_skips_are_declared_and_few():
+    skipped = {
+        (page, _first_line(ex))
+        for page, blocks in PAGES.items()
+        for ex in blocks
+        if ex.prefix_settings().get("test") == "skip"
+    }
+    assert skipped == set(SKIPPED), "a block marked test=\"skip\" needs an entry in SKIPPED"
+    total = sum(len(blocks) for blocks in PAGES.values())
+    assert len(skipped) <= max(3, total // 10)
+
+
+@pytest.fixture
+def page_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh working directory, Postgres schema and Redis namespace for one page."""
+    import psycopg
+    import redis
+
+    from tenxgraph.storage.checkpointer.postgres import redis_namespace
+
+    schema = "docs_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    monkeypatch.setenv("TENXGRAPH_DSN", PG_DSN)
+    monkeypatch.setenv("TENXGRAPH_REDIS_URL", REDIS_URL)
+    monkeypatch.setenv("TENXGRAPH_SCHEMA", schema)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules_before = set(sys.modules)
+    try:
+        yield tmp_path
+    finally:
+        for name in set(sys.modules) - modules_before:
+            mod = sys.modules.get(name)
+            if mod is not None and str(getattr(mod, "__file__", "") or "").startswith(str(tmp_path)):
+                del sys.modules[name]
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            pattern = f"tenxgraph:{redis_namespace(PG_DSN, schema, 'tenxgraph_')}:*"
+            keys = list(client.scan_iter(match=pattern, count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+
+def _describe(exc: BaseException) -> str:
+    """The exception and its causes, with the innermost frames (file:line function)."""
+    parts = []
+    while exc is not None and len(parts) < 4:
+        try:
+            frames = [
+                f"  {f.filename}:{f.lineno} {f.name}"
+                for f in traceback.extract_tb(exc.__traceback__)[-6:]
+            ]
+        except Exception:  # noqa: BLE001 - pytest-examples' rewritten frames have no positions
+            frames = []
+        parts.append("\n".join([*frames, f"{type(exc).__name__}: {exc}"]))
+        exc = exc.__cause__ or exc.__context__
+    return "\n-- caused by --\n".join(parts)
+
+
+def _kill_leftovers(namespace: dict[str, Any]) -> None:
+    procs: list[subprocess.Popen] = []
+    for value in namespace.values():
+        if isinstance(value, subprocess.Popen):
+            procs.append(value)
+        elif isinstance(value, list | tuple | dict):
+            items = value.values() if isinstance(value, dict) else value
+            procs.extend(v for v in items if isinstance(v, subprocess.Popen))
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_page_examples_run(page: str, page_env: Path, eval_example: EvalExample):
+    namespace: dict[str, Any] = {}
+    try:
+        for ex in PAGES[page]:
+            settings = ex.prefix_settings()
+            if settings.get("test") == "skip":
+                continue
+            title = settings.get("title")
+            if title and title.endswith(".py"):
+                (page_env / title).write_text(ex.source)
+                compile(ex.source, title, "exec")
+                continue
+            failure = None
+            try:
+                result = eval_example.run(ex, module_globals=namespace)
+            except Exception as exc:  # noqa: BLE001 - reported with the block's place in the page
+                failure = f"{page}, block at line {ex.start_line}:\n{_describe(exc)}"
+            if failure is not None:
+                # Outside the except block: pytest cannot render the chained traceback of code
+                # run by pytest-examples (its frames point into a generated file).
+                pytest.fail(failure, pytrace=False)
+            namespace = {k: v for k, v in result.items() if not k.startswith("__")}
+    finally:
+        _kill_leftovers(namespace)
