@@ -11,7 +11,9 @@ session would (later blocks use what earlier ones defined). Conventions of the f
 
 Each page runs in a fresh temporary directory, with its own Postgres schema (dropped afterwards)
 and its own Redis keys (deleted afterwards). Blocks read the servers from the environment as an
-application would: ``TENXGRAPH_DSN``, ``TENXGRAPH_REDIS_URL``, ``TENXGRAPH_SCHEMA``. Processes a
+application would: ``TENXGRAPH_DSN``, ``TENXGRAPH_REDIS_URL``, ``TENXGRAPH_SCHEMA`` (and, for the
+deployment page, ``TENXGRAPH_PGBOUNCER_DSN`` and ``TENXGRAPH_REDIS_CLUSTER_URL``; a schema named
+``<TENXGRAPH_SCHEMA>_...`` is dropped with the page's own). Processes a
 page started and left running (``subprocess.Popen`` objects in its namespace) are killed.
 """
 
@@ -32,6 +34,10 @@ from pytest_examples import CodeExample, EvalExample, find_examples
 ROOT = Path(__file__).resolve().parents[2]
 PG_DSN = os.environ.get("TENXGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("TENXGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PGBOUNCER_DSN = os.environ.get(
+    "TENXGRAPH_TEST_PGBOUNCER_DSN", "postgresql://postgres@127.0.0.1:6432/test"
+)
+REDIS_CLUSTER_URL = os.environ.get("TENXGRAPH_TEST_REDIS_CLUSTER_URL", "redis://127.0.0.1:7001")
 
 #: (page, first line of the block) -> why it is not run.
 SKIPPED: dict[tuple[str, str], str] = {
@@ -120,6 +126,8 @@ def page_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("TENXGRAPH_DSN", PG_DSN)
     monkeypatch.setenv("TENXGRAPH_REDIS_URL", REDIS_URL)
     monkeypatch.setenv("TENXGRAPH_SCHEMA", schema)
+    monkeypatch.setenv("TENXGRAPH_PGBOUNCER_DSN", PGBOUNCER_DSN)
+    monkeypatch.setenv("TENXGRAPH_REDIS_CLUSTER_URL", REDIS_CLUSTER_URL)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     modules_before = set(sys.modules)
@@ -131,7 +139,13 @@ def page_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             if mod is not None and str(getattr(mod, "__file__", "") or "").startswith(str(tmp_path)):
                 del sys.modules[name]
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            # the page's schema and any schema it derived from it ("<schema>_...")
+            names = conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname = %s OR nspname LIKE %s",
+                (schema, schema + "\\_%"),
+            ).fetchall()
+            for (name,) in names:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         client = redis.Redis.from_url(REDIS_URL)
         try:
             pattern = f"tenxgraph:{redis_namespace(PG_DSN, schema, 'tenxgraph_')}:*"
