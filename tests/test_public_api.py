@@ -61,3 +61,23 @@ def test_every_error_code_is_registered() -> None:
         cls = getattr(exceptions, name)
         if isinstance(cls, type) and issubclass(cls, exceptions.TenxGraphError):
             assert cls.default_code in exceptions.ERROR_CODES, name
+
+
+def test_tool_decorator_imports_in_a_fresh_interpreter() -> None:
+    # The lazy attribute once recursed because a submodule was also named ``tool``: only a
+    # fresh interpreter (nothing imported before) shows it.
+    import subprocess
+    import sys
+
+    code = (
+        "from tenxgraph.utils import tool, get_tool_metadata, has_tool_decorator\n"
+        "@tool(name='adder')\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "assert add(1, 2) == 3 and has_tool_decorator(add)\n"
+        "assert get_tool_metadata(add)['name'] == 'adder'\n"
+        "import tenxgraph.utils.decorators as d\n"
+        "assert d.tool is tool\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

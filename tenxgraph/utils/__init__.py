@@ -3,19 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .command import Command
 from .constants import END, START, ResponseGranularity
+from .decorators import get_tool_metadata, has_tool_decorator, tool
 from .interrupts import interrupt, pending_interrupt, pending_interrupts
 
-__all__ = ["END", "START", "Command", "ResponseGranularity", "interrupt", "pending_interrupt",
-           "pending_interrupts", "tool", "get_tool_metadata", "has_tool_decorator"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("tool", "get_tool_metadata", "has_tool_decorator"):
-        from . import tool as _tool_module
-
-        return getattr(_tool_module, name)
-    raise AttributeError(name)
+__all__ = ["END", "START", "Command", "ResponseGranularity", "get_tool_metadata",
+           "has_tool_decorator", "interrupt", "pending_interrupt", "pending_interrupts", "tool"]
