@@ -1,12 +1,36 @@
 """Graph utilities: ``START``, ``END``, ``Command``, ``ResponseGranularity``, ``tool``,
-``interrupt``."""
+``interrupt``, ``ThreadInfo``, and the state reducers (re-exported from
+``tenxgraph.core.state.reducers``, as 10xGraph's ``utils`` does)."""
 
 from __future__ import annotations
+
+from tenxgraph.core.state.reducers import (
+    add_messages,
+    append_items,
+    replace_messages,
+    replace_value,
+)
 
 from .command import Command
 from .constants import END, START, ResponseGranularity
 from .decorators import get_tool_metadata, has_tool_decorator, tool
 from .interrupts import interrupt, pending_interrupt, pending_interrupts
+from .thread_info import ThreadInfo
 
-__all__ = ["END", "START", "Command", "ResponseGranularity", "get_tool_metadata",
-           "has_tool_decorator", "interrupt", "pending_interrupt", "pending_interrupts", "tool"]
+__all__ = [
+    "END",
+    "START",
+    "Command",
+    "ResponseGranularity",
+    "ThreadInfo",
+    "add_messages",
+    "append_items",
+    "get_tool_metadata",
+    "has_tool_decorator",
+    "interrupt",
+    "pending_interrupt",
+    "pending_interrupts",
+    "replace_messages",
+    "replace_value",
+    "tool",
+]

@@ -113,11 +113,11 @@ class CompiledGraph:
 
         Raises:
             ConfigError: ``CONFIG_001`` (bad or misspelt config key), before any write.
-            ValidationError: ``VALIDATION_001`` (bad input or node update), before any write.
+            ValidationError: ``VALIDATION_000`` (bad input or node update), before any write.
             InterruptPendingError: ``GRAPH_008`` new messages on a thread paused for a human.
             StaleStateError: ``STORAGE_CONFLICT_000``: another run wrote first; call again.
             StorageError: ``STORAGE_FORBIDDEN_001``: the thread belongs to another user.
-            GraphRecursionError: ``GRAPH_RECURSION_001``, state saved.
+            GraphRecursionError: ``RECURSION_000``, state saved.
             NodeTimeoutError: ``NODE_TIMEOUT_001``.
             GraphError: ``GRAPH_005`` unsupported node return, ``GRAPH_006`` unknown route,
                 ``GRAPH_ROUTING_001`` a router raised.
@@ -277,7 +277,7 @@ class CompiledGraph:
             The new state.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
             StorageError: ``STORAGE_FORBIDDEN_001`` when the thread belongs to another user.
             StaleStateError: ``STORAGE_CONFLICT_000`` when it moved on meanwhile.
             ValidationError / GraphError: for values a node could not return either.

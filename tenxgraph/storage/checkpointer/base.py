@@ -427,7 +427,7 @@ class BaseCheckpointer:
             StaleStateError: ``STORAGE_CONFLICT_000`` when the thread moved on.
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
-            ValidationError: ``VALIDATION_001`` when ``state`` is not an ``AgentState``.
+            ValidationError: ``VALIDATION_000`` when ``state`` is not an ``AgentState``.
         """
         if not isinstance(state, AgentState):
             raise ValidationError(
@@ -524,7 +524,7 @@ class BaseCheckpointer:
         """The state exactly as it was at ``version``.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when that version is not kept (or the
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept (or the
                 thread is another user's).
         """
         await self._ensure_setup()
@@ -620,7 +620,7 @@ class BaseCheckpointer:
                 ``metadata`` is taken.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread has no checkpoint yet.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread has no checkpoint yet.
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` when metadata is not JSON data.
         """
@@ -675,7 +675,7 @@ class BaseCheckpointer:
         """One message of the thread's latest state by id.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when no such message.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when no such message.
         """
         state = await self.aget_state(config)
         for m in state.context if state is not None else []:
