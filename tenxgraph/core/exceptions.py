@@ -35,6 +35,7 @@ __all__ = [
     "TenxGraphError",
     "ToolTimeoutError",
     "TransientStorageError",
+    "UnsupportedArgumentError",
     "ValidationError",
     "redact",
 ]
@@ -50,6 +51,8 @@ ERROR_CODES: dict[str, str] = {
     "GRAPH_006": "a router returned a key that is neither a node nor in its path_map",
     "GRAPH_007": "sync API called inside a running event loop; await the async twin",
     "GRAPH_008": "a new input on a thread paused for a human answer",
+    "GRAPH_009": "an unknown keyword argument (to StateGraph, compile, a checkpointer ...)",
+    "GRAPH_010": "a documented 10xGraph argument whose feature tenxgraph does not provide (yet)",
     "GRAPH_ROUTING_001": "a conditional-edge router raised",
     "NODE_000": "a node failed",
     "RECURSION_000": "a run exceeded its recursion_limit",
@@ -165,6 +168,64 @@ class SyncInEventLoopError(GraphError, RuntimeError):
     """
 
     default_code = "GRAPH_007"
+
+
+class UnsupportedArgumentError(GraphError, TypeError):
+    """A keyword argument is refused rather than silently ignored.
+
+    ``GRAPH_009``: the argument is unknown (a typo, or an argument of another library);
+    ``context["did_you_mean"]`` names the closest accepted one when there is one.
+    ``GRAPH_010``: 10xGraph documents the argument but tenxgraph does not provide its feature
+    (yet); ``docs/compat-10xgraph.md`` lists these. Also a ``TypeError``, which is what Python
+    raises for an unexpected keyword argument.
+
+    ``context``: ``argument``, ``where`` (e.g. ``"StateGraph"``), ``did_you_mean`` (or
+    ``None``).
+    """
+
+    default_code = "GRAPH_009"
+
+
+def check_arguments(
+    where: str,
+    given: dict[str, Any],
+    accepted: tuple[str, ...],
+    not_supported: dict[str, str] | None = None,
+) -> None:
+    """Refuse unknown keyword arguments and documented-but-unsupported ones.
+
+    Args:
+        where: the callable's name for the message (``"StateGraph"``, ``"compile"``).
+        given: the extra keyword arguments received (``**kwargs``), name -> value.
+        accepted: the names the callable accepts explicitly (for ``did_you_mean``).
+        not_supported: documented 10xGraph arguments tenxgraph lacks, name -> why; passing
+            one of them with a value other than ``None`` is refused with ``GRAPH_010``
+            (``None`` is their documented default and means "not used").
+
+    Raises:
+        UnsupportedArgumentError: ``GRAPH_009`` for an unknown name, ``GRAPH_010`` for a
+            documented argument whose feature is not provided.
+    """
+    import difflib
+
+    not_supported = not_supported or {}
+    for name, value in given.items():
+        if name in not_supported:
+            if value is None:
+                continue
+            raise UnsupportedArgumentError(
+                f"{where}({name}=...) is not supported yet: {not_supported[name]}. Remove the "
+                "argument (see docs/compat-10xgraph.md)",
+                error_code="GRAPH_010",
+                context={"argument": name, "where": where, "did_you_mean": None},
+            )
+        close = difflib.get_close_matches(name, list(accepted) + list(not_supported), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnsupportedArgumentError(
+            f"{where}() got an unknown keyword argument {name!r}{hint} Accepted: "
+            f"{', '.join(accepted)}",
+            context={"argument": name, "where": where, "did_you_mean": close[0] if close else None},
+        )
 
 
 class InterruptPendingError(GraphError):
