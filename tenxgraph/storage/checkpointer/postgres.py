@@ -7,7 +7,8 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ConfigError
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
@@ -37,7 +38,7 @@ def redis_namespace(conninfo: str, schema: str, table_prefix: str) -> str:
     return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
 
 
-class PgCheckpointer(BaseCheckpointer):
+class PgCheckpointer(BaseCheckpointer[StateT]):
     """Checkpoints in PostgreSQL (psycopg 3 + ``psycopg_pool``), cached in this process (LRU)
     and, when a Redis is given, in Redis shared by every instance. Every guarantee of DESIGN
     section 3 holds across processes and machines.
@@ -62,9 +63,13 @@ class PgCheckpointer(BaseCheckpointer):
         enforce_user_isolation: default ``True`` (see :class:`BaseCheckpointer`).
         user_id_type: kept for 10xGraph compatibility; user ids are stored as text whatever
             their type (``"string"``, ``"int"``, ``"bigint"`` are accepted).
+        id_type: 10xGraph's type of thread and message ids (``"string"``, ``"int"``,
+            ``"bigint"``); tenxgraph stores ids as text and accepts ``int`` thread ids in the
+            config whatever this says, so it is only checked.
         release_resources: on :meth:`aclose`, also close a ``pg_pool`` / ``redis`` client /
             ``redis_pool`` the application passed in (the checkpointer always closes what it
-            created itself).
+            created itself). Default ``False`` (the application closes what it owns), as 10xGraph's
+            durability guide gives it.
         table_prefix: prefix of every table name (default ``"tenxgraph_"``).
         redis_prefix: prefix of every Redis key (default ``"tenxgraph:"``). The checkpointer
             appends a digest of the database's host, port and name, the schema and the table
@@ -73,9 +78,13 @@ class PgCheckpointer(BaseCheckpointer):
             therefore spell the DSN's host, port and database alike.
         lru_max_entries: threads kept decoded in the in-process LRU (count).
 
+    The cache methods (``aput_cache_value``, ``aput_state_cache`` ...) keep their entries in
+    Redis when there is a Redis tier (shared by every instance; the state cache expires after
+    ``cache_ttl``), else in this process.
+
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
-            given, or an unknown ``user_id_type``.
+            given, or an unknown ``user_id_type`` or ``id_type``.
     """
 
     def __init__(
@@ -92,7 +101,8 @@ class PgCheckpointer(BaseCheckpointer):
         state_history_limit: int | None = 20,
         enforce_user_isolation: bool = True,
         user_id_type: str = "string",
-        release_resources: bool = True,
+        release_resources: bool = False,
+        id_type: str = "string",
         *,
         table_prefix: str = "tenxgraph_",
         redis_prefix: str = "tenxgraph:",
@@ -108,8 +118,14 @@ class PgCheckpointer(BaseCheckpointer):
                 f"user_id_type must be 'string', 'int' or 'bigint', got {user_id_type!r}",
                 context={"key": "user_id_type"},
             )
+        if id_type not in ("string", "int", "bigint"):
+            raise ConfigError(
+                f"id_type must be 'string', 'int' or 'bigint', got {id_type!r}",
+                context={"key": "id_type"},
+            )
         self.schema = schema
         self.user_id_type = user_id_type
+        self.id_type = id_type
         self.release_resources = release_resources
         self._user_pg_pool = pg_pool
         self._user_redis: Any = redis
@@ -138,17 +154,22 @@ class PgCheckpointer(BaseCheckpointer):
 
             redis_client = aioredis.Redis.from_url(redis_url, **redis_pool_config)
             self._own_redis = redis_client
+        kv: Any = MemoryKV()
         if redis_client is not None or redis_url:
             from tenxgraph.storage.redis import RedisCache
 
             if redis_client is not None:
-                caches.append(RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl))
+                tier = RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl)
             else:
-                caches.append(RedisCache(redis_url, prefix=redis_prefix, ttl_s=cache_ttl))
+                tier = RedisCache(redis_url, prefix=redis_prefix, ttl_s=cache_ttl)
+            caches.append(tier)
+            kv = RedisKV(tier.client, redis_prefix)
         super().__init__(
             LayeredStore(pg, caches=caches),
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
+            cache_values=kv,
+            state_cache_ttl_s=float(cache_ttl),
         )
 
     async def aclose(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.sqlite import SqliteStore
@@ -12,7 +12,7 @@ from tenxgraph.storage.sqlite import SqliteStore
 __all__ = ["SqliteCheckpointer"]
 
 
-class SqliteCheckpointer(BaseCheckpointer):
+class SqliteCheckpointer(BaseCheckpointer[StateT]):
     """Checkpoints in a SQLite file (stdlib ``sqlite3``, WAL mode, blocking calls off the event
     loop), safe for several processes on one machine; every guarantee of DESIGN section 3 that
     applies to one machine, compare-and-swap included.
@@ -37,12 +37,11 @@ class SqliteCheckpointer(BaseCheckpointer):
         synchronous: str = "NORMAL",
     ) -> None:
         self.db_path = db_path
-        store = LayeredStore(
-            SqliteStore(db_path, synchronous=synchronous),
-            caches=[LRUCache(max_entries=lru_max_entries)],
-        )
+        source = SqliteStore(db_path, synchronous=synchronous)
+        store = LayeredStore(source, caches=[LRUCache(max_entries=lru_max_entries)])
         super().__init__(
             store,
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
+            cache_values=source,  # the cache methods keep their entries in the same file
         )
