@@ -218,6 +218,9 @@ class SqliteStore:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        if self._path != ":memory:" and not self._path.startswith("file:"):
+            parent = os.path.dirname(os.path.abspath(self._path))
+            os.makedirs(parent, exist_ok=True)  # 10xGraph creates missing parents too
         conn = sqlite3.connect(
             self._path,
             timeout=self._busy_timeout_s,

@@ -18,10 +18,10 @@ from .interrupts import interrupt, pending_interrupt, pending_interrupts
 from .thread_info import ThreadInfo
 
 __all__ = [
-    "END",
-    "START",
     "Command",
+    "END",
     "ResponseGranularity",
+    "START",
     "ThreadInfo",
     "add_messages",
     "append_items",

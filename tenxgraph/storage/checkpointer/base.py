@@ -806,6 +806,8 @@ class BaseCheckpointer(Generic[StateT]):
         """
         await self._ensure_setup()
         cfg = dict(config or {})
+        # Validated like any config (LangGraph's configurable user_id included); no thread needed.
+        normalize_config(cfg, require_thread=False, new_run=False)
         user = str(cfg.get("user_id", "anonymous")) if self.enforce_user_isolation else "*"
         threads = await self._tier("alist_threads").list_threads(
             user, limit=None if search else limit, offset=0 if search else (offset or 0)

@@ -18,7 +18,9 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
     applies to one machine, compare-and-swap included.
 
     Args:
-        db_path: the database file (``":memory:"`` for a private in-memory database).
+        db_path: the database file (``":memory:"`` for a private in-memory database); default
+            ``~/.tenxgraph/checkpointer.db`` (10xGraph's ``~/.agentflow/checkpointer.db``).
+            Missing parent directories are created when the file is first opened.
         state_history_limit: versions kept per thread (default 20; ``0``/``None`` keeps all).
         enforce_user_isolation: default ``True``.
         lru_max_entries: decoded threads kept ready in the in-process LRU (count); an entry is
@@ -29,13 +31,15 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
 
     def __init__(
         self,
-        db_path: str | os.PathLike[str] = "tenxgraph.sqlite",
+        db_path: str | os.PathLike[str] | None = None,
         state_history_limit: int | None = 20,
         enforce_user_isolation: bool = True,
         *,
         lru_max_entries: int = 1024,
         synchronous: str = "NORMAL",
     ) -> None:
+        if db_path is None:
+            db_path = os.path.join(os.path.expanduser("~"), ".tenxgraph", "checkpointer.db")
         self.db_path = db_path
         source = SqliteStore(db_path, synchronous=synchronous)
         store = LayeredStore(source, caches=[LRUCache(max_entries=lru_max_entries)])
