@@ -285,6 +285,8 @@ class BaseCheckpointer(Generic[StateT]):
     async def _ensure_setup(self) -> None:
         if not self._setup_done:
             await self.asetup()
+            # Marked here too: an application's own asetup() does not know about the flag.
+            self._setup_done = True
 
     async def aclose(self) -> None:
         """Release connections and pools. Idempotent: a second call does nothing; a later
