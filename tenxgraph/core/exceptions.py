@@ -191,6 +191,7 @@ def check_arguments(
     given: dict[str, Any],
     accepted: tuple[str, ...],
     not_supported: dict[str, str] | None = None,
+    hints: dict[str, str] | None = None,
 ) -> None:
     """Refuse unknown keyword arguments and documented-but-unsupported ones.
 
@@ -201,6 +202,8 @@ def check_arguments(
         not_supported: documented 10xGraph arguments tenxgraph lacks, name -> why; passing
             one of them with a value other than ``None`` is refused with ``GRAPH_010``
             (``None`` is their documented default and means "not used").
+        hints: unknown names that some page of 10xGraph's docs uses, name -> where the
+            setting belongs instead; refused with ``GRAPH_009`` and that hint.
 
     Raises:
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown name, ``GRAPH_010`` for a
@@ -217,6 +220,11 @@ def check_arguments(
                 f"{where}({name}=...) is not supported yet: {not_supported[name]}. Remove the "
                 "argument (see docs/compat-10xgraph.md)",
                 error_code="GRAPH_010",
+                context={"argument": name, "where": where, "did_you_mean": None},
+            )
+        if hints and name in hints:
+            raise UnsupportedArgumentError(
+                f"{where}() does not take {name!r}: {hints[name]}",
                 context={"argument": name, "where": where, "did_you_mean": None},
             )
         close = difflib.get_close_matches(name, list(accepted) + list(not_supported), n=1, cutoff=0.75)

@@ -71,8 +71,10 @@ def test_unknown_arguments_are_refused_with_a_suggestion() -> None:
     with pytest.raises(UnsupportedArgumentError) as info2:
         g.compile(checkpoint=None)
     assert info2.value.context["did_you_mean"] == "checkpointer"
-    with pytest.raises(UnsupportedArgumentError):
-        g.compile(recursion_limit=5)  # a run-config key, not a compile argument
+    for name in ("recursion_limit", "execution_timeout"):  # run settings, not compile arguments
+        with pytest.raises(UnsupportedArgumentError) as info3:
+            g.compile(**{name: 5})
+        assert info3.value.error_code == "GRAPH_009" and "config=" in str(info3.value)
 
 
 @pytest.mark.parametrize("name", ["context_manager", "publisher", "id_generator", "container"])
@@ -84,7 +86,9 @@ def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) 
     assert "not supported yet" in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["store", "media_store", "callback_manager"])
+@pytest.mark.parametrize(
+    "name", ["store", "media_store", "callback_manager", "publisher", "id_generator", "lifecycle_hook"]
+)
 def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
     g = basket_graph(Basket())
     g.compile(**{name: None})

@@ -37,6 +37,18 @@ _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
     "callback_manager": "CallbackManager is not implemented in tenxgraph yet",
+    # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
+    "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
+    "id_generator": _STATEGRAPH_NOT_SUPPORTED["id_generator"],
+    "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
+}
+
+#: Run settings some 10xGraph pages pass to ``compile()``; the graph reference makes them
+#: run-config keys.
+_COMPILE_HINTS = {
+    "recursion_limit": "it is a run setting: pass config={'recursion_limit': N} to invoke/ainvoke",
+    "execution_timeout": "deadlines are run settings: pass config={'node_timeout': seconds} to "
+    "invoke/ainvoke",
 }
 
 
@@ -276,9 +288,11 @@ class StateGraph(Generic[StateT]):
             interrupt_before, interrupt_after: pause the run before / after these nodes.
             shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
                 before it closes the checkpointer (default 30.0; ``0`` does not wait).
-            store, media_store, callback_manager: 10xGraph's documented arguments for features
-                tenxgraph does not provide; ``None`` is accepted, anything else is refused
-                (``GRAPH_010``).
+            store, media_store, callback_manager, publisher, id_generator, lifecycle_hook:
+                10xGraph's documented arguments for features tenxgraph does not provide;
+                ``None`` is accepted, anything else is refused (``GRAPH_010``).
+                ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
+                pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
         Raises:
             GraphError: see :meth:`validate`.
@@ -293,6 +307,7 @@ class StateGraph(Generic[StateT]):
             kwargs,
             ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout"),
             _COMPILE_NOT_SUPPORTED,
+            _COMPILE_HINTS,
         )
         if (
             isinstance(shutdown_timeout, bool)
