@@ -18,6 +18,7 @@ from graph_backends import (  # noqa: F401 - fixtures and the parametrizing hook
 from pydantic import Field
 
 from tenxgraph.core.exceptions import (
+    ConfigError,
     SerializationError,
     StorageError,
     SyncInEventLoopError,
@@ -98,6 +99,30 @@ async def test_a_graph_binds_its_state_class_to_a_plain_checkpointer(backend: Ba
     await app.ainvoke({"messages": [user("go")]}, {"thread_id": "g"})
     state = await cp.aget_state({"thread_id": "g"})
     assert isinstance(state, TripState) and (state.city, state.stops) == ("Rome", ["forum"])
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+async def test_pg_checkpointer_as_the_postgres_integration_page_builds_it(
+    pg_dsn: str, pg_schema: str, redis_url: str, redis_prefix: str
+) -> None:
+    cp = PgCheckpointer(
+        db_url=pg_dsn.replace("postgresql://", "postgresql+asyncpg://", 1),
+        redis_url=redis_url,
+        schema=pg_schema,
+        redis_prefix=redis_prefix,
+        id_type="string",
+    )
+    try:
+        await cp.aput_state({"thread_id": "user-42"}, AgentState(context=[user("My name is Alex.")]))
+        assert (await cp.aget_state({"thread_id": "user-42"})).context[0].text() == "My name is Alex."
+        assert cp.release_resources is False  # the durability guide's default
+    finally:
+        await cp.aclose()
+    with pytest.raises(ConfigError):
+        PgCheckpointer(postgres_dsn=pg_dsn, db_url=pg_dsn)
+    with pytest.raises(ConfigError):
+        PgCheckpointer(postgres_dsn=pg_dsn, id_type="uuid")
 
 
 # -- release ------------------------------------------------------------------------------------

@@ -70,6 +70,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             ``redis_pool`` the application passed in (the checkpointer always closes what it
             created itself). Default ``False`` (the application closes what it owns), as 10xGraph's
             durability guide gives it.
+        db_url: the name 10xGraph's Postgres integration page uses for ``postgres_dsn`` (the
+            reference page's name); accepted as an alias, not together with it.
         table_prefix: prefix of every table name (default ``"tenxgraph_"``).
         redis_prefix: prefix of every Redis key (default ``"tenxgraph:"``). The checkpointer
             appends a digest of the database's host, port and name, the schema and the table
@@ -84,7 +86,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
-            given, or an unknown ``user_id_type`` or ``id_type``.
+            given, both ``postgres_dsn`` and ``db_url``, or an unknown ``user_id_type`` or
+            ``id_type``.
     """
 
     def __init__(
@@ -104,10 +107,18 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         release_resources: bool = False,
         id_type: str = "string",
         *,
+        db_url: str | None = None,
         table_prefix: str = "tenxgraph_",
         redis_prefix: str = "tenxgraph:",
         lru_max_entries: int = 1024,
     ) -> None:
+        if db_url is not None:
+            if postgres_dsn is not None:
+                raise ConfigError(
+                    "give postgres_dsn= or its alias db_url=, not both",
+                    context={"key": "db_url"},
+                )
+            postgres_dsn = db_url
         if (postgres_dsn is None) == (pg_pool is None):
             raise ConfigError(
                 "PgCheckpointer needs exactly one of postgres_dsn= or pg_pool=",
