@@ -259,7 +259,7 @@ class GraphRecursionError(GraphError):
 class NodeError(GraphError):
     """A node failed (``NODE_000``, or ``NODE_001`` and above for specific failures).
 
-    Base of :class:`NodeTimeoutError`. ``context`` may hold ``node``.
+    Base of ``NodeTimeoutError``. ``context`` may hold ``node``.
     """
 
     default_code = "NODE_000"

@@ -4,9 +4,9 @@
 ``aget_cache_value``, ``aclear_cache_value``, ``alist_cache_keys``) and a "state cache"
 (``aput_state_cache`` / ``aget_state_cache``). tenxgraph keeps both in the store's cache tier:
 
-* :class:`MemoryKV`: in this process (``InMemoryCheckpointer``, and ``PgCheckpointer`` without
+* ``MemoryKV``: in this process (``InMemoryCheckpointer``, and ``PgCheckpointer`` without
   Redis), bounded by a number of entries, least recently used evicted first;
-* :class:`RedisKV`: in Redis (``PgCheckpointer`` with Redis), shared by every instance;
+* ``RedisKV``: in Redis (``PgCheckpointer`` with Redis), shared by every instance;
 * ``SqliteStore``'s ``kv_*`` methods: in the SQLite file (``SqliteCheckpointer``).
 
 Values are opaque bytes here (the checkpointer encodes them); a TTL is in seconds, ``None``
@@ -82,7 +82,7 @@ class MemoryKV:
         return value
 
     async def kv_put(self, namespace: str, key: str, value: bytes, ttl_s: float | None) -> None:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         expires = None if ttl_s is None else time.monotonic() + ttl_s
         with self._lock:
             self._data[(namespace, key)] = (value, expires)
@@ -91,7 +91,7 @@ class MemoryKV:
                 self._data.popitem(last=False)
 
     async def kv_get(self, namespace: str, key: str) -> bytes | None:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         with self._lock:
             value = self._live((namespace, key), time.monotonic())
             if value is not None:
@@ -99,14 +99,14 @@ class MemoryKV:
             return value
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         with self._lock:
             live = self._live((namespace, key), time.monotonic()) is not None
             self._data.pop((namespace, key), None)
             return live
 
     async def kv_keys(self, namespace: str, prefix: str | None) -> list[str]:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         now = time.monotonic()
         with self._lock:
             found = [
@@ -164,12 +164,12 @@ class RedisKV:
             ) from None
 
     async def kv_put(self, namespace: str, key: str, value: bytes, ttl_s: float | None) -> None:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         px = None if ttl_s is None else max(1, int(ttl_s * 1000))
         await self._write("SET", self._client.set, self._ns(namespace) + key, value, px=px)
 
     async def kv_get(self, namespace: str, key: str) -> bytes | None:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         from redis.exceptions import RedisError
 
         try:
@@ -179,11 +179,11 @@ class RedisKV:
             return None
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         return bool(await self._write("DEL", self._client.delete, self._ns(namespace) + key))
 
     async def kv_keys(self, namespace: str, prefix: str | None) -> list[str]:
-        """See :class:`CacheValueStore`."""
+        """See ``CacheValueStore``."""
         from redis.exceptions import RedisError
 
         base = self._ns(namespace)

@@ -1,6 +1,6 @@
 """``ThreadInfo``, where 10xGraph keeps it (``tenxgraph.utils.thread_info``).
 
-The record itself lives in :mod:`tenxgraph.storage.base`, the neutral module the runtime and
+The record itself lives in ``tenxgraph.storage.base``, the neutral module the runtime and
 the stores share.
 """
 

@@ -273,7 +273,7 @@ class CompiledGraph(Generic[StateT]):
         return {"status": "closed", "runs_in_flight": in_flight}
 
     def close(self) -> dict[str, Any]:
-        """Sync twin of :meth:`aclose`."""
+        """Sync twin of ``aclose``."""
         return run_sync(self.aclose, sync_name="close", async_name="aclose")
 
     async def __aenter__(self) -> CompiledGraph:

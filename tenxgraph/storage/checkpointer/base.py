@@ -120,11 +120,11 @@ class StateSnapshot:
 
 class BaseCheckpointer(Generic[StateT]):
     """Facade shared by :class:`InMemoryCheckpointer`, :class:`SqliteCheckpointer` and
-    :class:`PgCheckpointer`, and the base of an application's own checkpointer.
+    ``PgCheckpointer``, and the base of an application's own checkpointer.
 
     Generic in the state class as in 10xGraph: ``InMemoryCheckpointer[MyState]()`` binds
     ``MyState`` as the class stored states are decoded to (same as
-    :meth:`bind_state_type`).
+    ``bind_state_type``).
 
     **A checkpointer of your own** (10xGraph's extension point): subclass ``BaseCheckpointer``
     without calling ``__init__`` with a store and implement at least ``aget_state(config)`` and
@@ -296,15 +296,15 @@ class BaseCheckpointer(Generic[StateT]):
         self._setup_done = False
 
     def close(self) -> None:
-        """Sync twin of :meth:`aclose`."""
+        """Sync twin of ``aclose``."""
         run_sync(self.aclose, sync_name="close", async_name="aclose")
 
     async def arelease(self) -> None:
-        """10xGraph's name for :meth:`aclose`: release connections at shutdown (idempotent)."""
+        """10xGraph's name for ``aclose``: release connections at shutdown (idempotent)."""
         await self.aclose()
 
     def release(self) -> None:
-        """Sync twin of :meth:`arelease` (call it outside an event loop)."""
+        """Sync twin of ``arelease`` (call it outside an event loop)."""
         run_sync(self.arelease, sync_name="release", async_name="arelease")
 
     async def __aenter__(self) -> BaseCheckpointer:
@@ -764,7 +764,7 @@ class BaseCheckpointer(Generic[StateT]):
 
     async def aclean_thread(self, config: dict[str, Any]) -> bool:
         """Delete every version, message, ledger row and flag of the thread, and its
-        state-cache entry (:meth:`aput_state_cache`).
+        state-cache entry (``aput_state_cache``).
 
         Returns:
             ``True`` when the thread existed.
@@ -981,7 +981,7 @@ class BaseCheckpointer(Generic[StateT]):
         offset: int | None = None,
         limit: int | None = None,
     ) -> list[Message]:
-        """The reference page's name for :meth:`alist_messages` (same arguments and result)."""
+        """The reference page's name for ``alist_messages`` (same arguments and result)."""
         return await self.alist_messages(config, search, offset, limit)
 
     def get_messages(
@@ -991,7 +991,7 @@ class BaseCheckpointer(Generic[StateT]):
         offset: int | None = None,
         limit: int | None = None,
     ) -> list[Message]:
-        """Sync twin of :meth:`aget_messages`."""
+        """Sync twin of ``aget_messages``."""
         return run_sync(
             self.aget_messages, config, search, offset, limit, sync_name="get_messages", async_name="aget_messages"
         )
@@ -1003,7 +1003,7 @@ class BaseCheckpointer(Generic[StateT]):
         offset: int | None = None,
         limit: int | None = None,
     ) -> list[ThreadInfo]:
-        """The reference page's name for :meth:`alist_threads` (same arguments and result)."""
+        """The reference page's name for ``alist_threads`` (same arguments and result)."""
         return await self.alist_threads(config, search, offset, limit)
 
     def get_threads(
@@ -1013,13 +1013,13 @@ class BaseCheckpointer(Generic[StateT]):
         offset: int | None = None,
         limit: int | None = None,
     ) -> list[ThreadInfo]:
-        """Sync twin of :meth:`aget_threads`."""
+        """Sync twin of ``aget_threads``."""
         return run_sync(
             self.aget_threads, config, search, offset, limit, sync_name="get_threads", async_name="aget_threads"
         )
 
     async def adelete_thread(self, config: dict[str, Any]) -> bool:
-        """The reference page's name for :meth:`aclean_thread`: delete every version, message,
+        """The reference page's name for ``aclean_thread``: delete every version, message,
         ledger row and flag of the thread. Returns ``True`` when it existed.
 
         Raises:
@@ -1028,7 +1028,7 @@ class BaseCheckpointer(Generic[StateT]):
         return await self.aclean_thread(config)
 
     def delete_thread(self, config: dict[str, Any]) -> bool:
-        """Sync twin of :meth:`adelete_thread`."""
+        """Sync twin of ``adelete_thread``."""
         return run_sync(self.adelete_thread, config, sync_name="delete_thread", async_name="adelete_thread")
 
     # -- generic cache values and the state cache -------------------------------------------------
@@ -1064,14 +1064,14 @@ class BaseCheckpointer(Generic[StateT]):
     def put_cache_value(
         self, namespace: str, key: str, value: Any, ttl_seconds: float | None = None
     ) -> None:
-        """Sync twin of :meth:`aput_cache_value`."""
+        """Sync twin of ``aput_cache_value``."""
         run_sync(
             self.aput_cache_value, namespace, key, value, ttl_seconds,
             sync_name="put_cache_value", async_name="aput_cache_value",
         )
 
     async def aget_cache_value(self, namespace: str, key: str) -> Any | None:
-        """The value stored by :meth:`aput_cache_value`, or ``None`` when missing or expired.
+        """The value stored by ``aput_cache_value``, or ``None`` when missing or expired.
 
         Raises:
             ValidationError: ``VALIDATION_000`` for an empty or reserved namespace or key.
@@ -1083,7 +1083,7 @@ class BaseCheckpointer(Generic[StateT]):
         return None if raw is None else serde.loads(raw)
 
     def get_cache_value(self, namespace: str, key: str) -> Any | None:
-        """Sync twin of :meth:`aget_cache_value`."""
+        """Sync twin of ``aget_cache_value``."""
         return run_sync(
             self.aget_cache_value, namespace, key, sync_name="get_cache_value", async_name="aget_cache_value"
         )
@@ -1104,7 +1104,7 @@ class BaseCheckpointer(Generic[StateT]):
         return await self.cache_values.kv_delete(ns, k)
 
     def clear_cache_value(self, namespace: str, key: str) -> bool:
-        """Sync twin of :meth:`aclear_cache_value`."""
+        """Sync twin of ``aclear_cache_value``."""
         return run_sync(
             self.aclear_cache_value, namespace, key, sync_name="clear_cache_value", async_name="aclear_cache_value"
         )
@@ -1122,7 +1122,7 @@ class BaseCheckpointer(Generic[StateT]):
         return await self.cache_values.kv_keys(ns, prefix)
 
     def list_cache_keys(self, namespace: str, prefix: str | None = None) -> list[str]:
-        """Sync twin of :meth:`alist_cache_keys`."""
+        """Sync twin of ``alist_cache_keys``."""
         return run_sync(
             self.alist_cache_keys, namespace, prefix, sync_name="list_cache_keys", async_name="alist_cache_keys"
         )
@@ -1172,7 +1172,7 @@ class BaseCheckpointer(Generic[StateT]):
         return state
 
     def put_state_cache(self, config: dict[str, Any], state: AgentState) -> AgentState:
-        """Sync twin of :meth:`aput_state_cache`."""
+        """Sync twin of ``aput_state_cache``."""
         return run_sync(
             self.aput_state_cache, config, state, sync_name="put_state_cache", async_name="aput_state_cache"
         )
@@ -1180,7 +1180,7 @@ class BaseCheckpointer(Generic[StateT]):
     async def aget_state_cache(
         self, config: dict[str, Any], state_cls: type[AgentState] | None = None
     ) -> AgentState | None:
-        """The state last written by :meth:`aput_state_cache` for the config's thread and
+        """The state last written by ``aput_state_cache`` for the config's thread and
         user, or ``None`` (missing, expired, or undecodable against the state class, which is
         logged and dropped).
 
@@ -1204,7 +1204,7 @@ class BaseCheckpointer(Generic[StateT]):
             return None
 
     def get_state_cache(self, config: dict[str, Any]) -> AgentState | None:
-        """Sync twin of :meth:`aget_state_cache`."""
+        """Sync twin of ``aget_state_cache``."""
         return run_sync(self.aget_state_cache, config, sync_name="get_state_cache", async_name="aget_state_cache")
 
     def __repr__(self) -> str:

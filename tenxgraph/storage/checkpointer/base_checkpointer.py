@@ -1,5 +1,5 @@
 """10xGraph's module path for ``BaseCheckpointer`` (its extensibility guide imports it from
-here); the class lives in :mod:`tenxgraph.storage.checkpointer.base`."""
+here); the class lives in ``tenxgraph.storage.checkpointer.base``."""
 
 from __future__ import annotations
 
