@@ -12,6 +12,7 @@ non-empty ``checkpoint_ns``) are refused rather than ignored.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
 import uuid
@@ -32,6 +33,8 @@ KNOWN_KEYS: dict[str, Any] = {
     "tool_timeout": 300.0,
     "_checkpoint_version": ...,
     "_run_id_auto": ...,
+    "timestamp": ...,
+    "_timestamp_auto": ...,
 }
 
 MAX_THREAD_ID_LEN = 255
@@ -72,6 +75,8 @@ class RunConfig:
         user_id (str): the owner scope (default ``"anonymous"``).
         run_id (str): set to a uuid4 when absent (also when the one present was generated for
             an earlier run of the same dict, recorded in ``config["_run_id_auto"]``).
+            ``config["timestamp"]`` (ISO 8601, UTC) is the run's start time, generated the same
+            way when absent.
         durable (bool): ``durable_checkpoint_every_step``.
         recursion_limit (int): node executions allowed per run.
         node_timeout, tool_timeout (float | None): seconds; ``None`` disables.
@@ -270,6 +275,17 @@ def normalize_config(
         config["run_id"] = str(config["run_id"])
     else:
         config["run_id"] = ""
+    stamp = config.get("timestamp")
+    if stamp is not None and not isinstance(stamp, str):
+        raise ConfigError(
+            f"config['timestamp'] must be an ISO 8601 str, got {type(stamp).__name__}",
+            context={"key": "timestamp"},
+        )
+    if new_run and (stamp is None or stamp == config.get("_timestamp_auto")):
+        # 10xGraph's graph reference: the run's start time, ISO 8601, generated when absent
+        # (and regenerated for each new run of a dict whose stamp the runtime wrote).
+        config["timestamp"] = dt.datetime.now(dt.UTC).isoformat()
+        config["_timestamp_auto"] = config["timestamp"]
     rl = config.get("recursion_limit", 25)
     if isinstance(rl, bool) or not isinstance(rl, int) or rl < 1:
         raise ConfigError(

@@ -4,6 +4,7 @@ a non-positive number disable (graph reference)."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import pytest
@@ -100,3 +101,28 @@ async def test_non_positive_or_none_deadlines_disable_them(backend: Backend) -> 
         assert cfg["node_timeout"] is None and cfg["tool_timeout"] is None
     with pytest.raises(ConfigError):
         await app.ainvoke({"messages": []}, {"thread_id": "d9", "node_timeout": "fast"})
+
+
+@pytest.mark.anyio
+async def test_each_run_gets_a_timestamp_unless_the_caller_gives_one(backend: Backend) -> None:
+    seen: list[str] = []
+    g = StateGraph()
+
+    def stamp(state: AgentState, config: dict) -> None:
+        seen.append(config["timestamp"])
+
+    g.add_node("stamp", stamp)
+    g.set_entry_point("stamp")
+    g.add_edge("stamp", END)
+    app = g.compile(checkpointer=backend.new())
+    cfg: dict = {"thread_id": "ts"}
+    await app.ainvoke({"messages": [Message.text_message("a")]}, cfg)
+    await app.ainvoke({"messages": [Message.text_message("b")]}, cfg)
+    assert len(seen) == 2 and seen[0] != seen[1]
+    for value in seen:
+        assert datetime.datetime.fromisoformat(value).tzinfo is not None
+    fixed = {"thread_id": "ts", "timestamp": "2026-01-01T00:00:00+00:00"}
+    await app.ainvoke({"messages": [Message.text_message("c")]}, fixed)
+    assert seen[-1] == "2026-01-01T00:00:00+00:00"
+    with pytest.raises(ConfigError):
+        await app.ainvoke({"messages": []}, {"thread_id": "ts", "timestamp": 5})
