@@ -1,5 +1,6 @@
 """Graph utilities: ``START``, ``END``, ``Command``, ``ResponseGranularity``, ``tool``,
-``interrupt``, ``ThreadInfo``, and the state reducers (re-exported from
+``interrupt``, ``ThreadInfo``, the secret-redaction helpers of ``tenxgraph.utils.logging``,
+and the state reducers (re-exported from
 ``tenxgraph.core.state.reducers``, as 10xGraph's ``utils`` does)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .command import Command
 from .constants import END, START, ResponseGranularity
 from .decorators import get_tool_metadata, has_tool_decorator, tool
 from .interrupts import interrupt, pending_interrupt, pending_interrupts
+from .logging import SecretRedactionFilter, install_secret_redaction, mask_secrets
 from .thread_info import ThreadInfo
 
 __all__ = [
@@ -22,12 +24,15 @@ __all__ = [
     "END",
     "ResponseGranularity",
     "START",
+    "SecretRedactionFilter",
     "ThreadInfo",
     "add_messages",
     "append_items",
     "get_tool_metadata",
     "has_tool_decorator",
+    "install_secret_redaction",
     "interrupt",
+    "mask_secrets",
     "pending_interrupt",
     "pending_interrupts",
     "replace_messages",
