@@ -1,0 +1,21 @@
+"""The runtime: graph building and execution, state, errors.
+
+``from tenxgraph.core import Agent, StateGraph, ToolNode`` works as in 10xGraph's
+documentation; the names are resolved on first use (the graph package imports the storage
+layer, which itself imports ``tenxgraph.core.config`` and ``tenxgraph.core.exceptions``, so an
+eager import here would be circular).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Agent", "CompiledGraph", "StateGraph", "ToolNode"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from tenxgraph.core import graph
+
+        return getattr(graph, name)
+    raise AttributeError(f"module 'tenxgraph.core' has no attribute {name!r}")

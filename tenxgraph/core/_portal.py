@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from .exceptions import GraphError
+from .exceptions import SyncInEventLoopError
 
 __all__ = ["ensure_no_running_loop", "iterate_sync", "run_sync"]
 
@@ -49,14 +49,15 @@ def _in_event_loop() -> bool:
 
 
 def ensure_no_running_loop(sync_name: str, async_name: str) -> None:
-    """Raise ``GraphError(GRAPH_007)`` when called on a thread running an event loop.
+    """Raise ``SyncInEventLoopError(GRAPH_007)`` (a ``GraphError`` and a ``RuntimeError``, as
+    10xGraph's reference page says) when called on a thread running an event loop.
 
     Args:
         sync_name: the sync method called, e.g. ``"invoke"``.
         async_name: its async twin, e.g. ``"ainvoke"``.
     """
     if _in_event_loop() or getattr(_portal_thread, "active", False):
-        raise GraphError(
+        raise SyncInEventLoopError(
             f"{sync_name}() was called inside a running event loop; use 'await "
             f"{async_name}(...)' instead",
             error_code="GRAPH_007",

@@ -192,7 +192,7 @@ def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, 
 
     Raises:
         GraphError: ``GRAPH_005`` for any other type.
-        ValidationError: ``VALIDATION_001`` for a dict key that is not a state field.
+        ValidationError: ``VALIDATION_000`` for a dict key that is not a state field.
     """
     goto = None
     if isinstance(ret, Command):
@@ -243,7 +243,7 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
         messages that entered ``context`` (oldest first).
 
     Raises:
-        ValidationError: ``VALIDATION_001`` when a value fails the field's type.
+        ValidationError: ``VALIDATION_000`` when a value fails the field's type.
     """
     from tenxgraph.core.state import reducers_of
 
@@ -323,7 +323,7 @@ def parse_input(input_data: Any, state_cls: type[AgentState]) -> tuple[list[Mess
         ``(messages, field_updates, resume_value, has_resume)``.
 
     Raises:
-        ValidationError: ``VALIDATION_001`` for a non-dict input, an unknown key, or a message
+        ValidationError: ``VALIDATION_000`` for a non-dict input, an unknown key, or a message
             that is not valid (e.g. an unknown role).
     """
     if input_data is None:

@@ -3,10 +3,16 @@
 Known keys are checked for type and range; a key that looks like a misspelling of a known key
 (``"thread-id"``, ``"threadId"``, ``"thread_Id"``, ``"userid"``) raises, so a typo cannot silently
 start a new thread. Other keys are the application's and pass through untouched.
+
+LangGraph's shape ``{"configurable": {"thread_id": ...}}`` is read too: the known keys found
+under ``"configurable"`` are copied to the top level (the sub-dict is left as it is), a value
+given in both places must be the same, and LangGraph's time-travel keys (``checkpoint_id``, a
+non-empty ``checkpoint_ns``) are refused rather than ignored.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
 import uuid
@@ -27,6 +33,8 @@ KNOWN_KEYS: dict[str, Any] = {
     "tool_timeout": 300.0,
     "_checkpoint_version": ...,
     "_run_id_auto": ...,
+    "timestamp": ...,
+    "_timestamp_auto": ...,
 }
 
 MAX_THREAD_ID_LEN = 255
@@ -67,6 +75,8 @@ class RunConfig:
         user_id (str): the owner scope (default ``"anonymous"``).
         run_id (str): set to a uuid4 when absent (also when the one present was generated for
             an earlier run of the same dict, recorded in ``config["_run_id_auto"]``).
+            ``config["timestamp"]`` (ISO 8601, UTC) is the run's start time, generated the same
+            way when absent.
         durable (bool): ``durable_checkpoint_every_step``.
         recursion_limit (int): node executions allowed per run.
         node_timeout, tool_timeout (float | None): seconds; ``None`` disables.
@@ -109,14 +119,78 @@ def _check_text(key: str, value: str) -> None:
             ) from None
 
 
-def _check_timeout(raw: dict[str, Any], key: str) -> None:
-    if key in raw and raw[key] is not None:
-        v = raw[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+#: LangGraph ``configurable`` keys whose meaning tenxgraph does not provide: refused, so a run
+#: never silently starts from the latest state when the caller asked for an older checkpoint.
+_LANGGRAPH_UNSUPPORTED = {
+    "checkpoint_id": "LangGraph time travel is not supported; read an older version with "
+    "get_state_history(config) or checkpointer.aget_version(config, version)",
+    "checkpoint_ns": "checkpoint namespaces (LangGraph subgraphs) are not supported",
+}
+
+
+def _lift_configurable(config: dict[str, Any]) -> None:
+    """Copy the known keys of ``config["configurable"]`` to the top level of ``config``.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` when ``configurable`` is not a dict, a key is given with
+            two different values, or a LangGraph key tenxgraph cannot honour is set.
+    """
+    sub = config.get("configurable")
+    if sub is None:
+        return
+    if not isinstance(sub, dict):
+        raise ConfigError(
+            f"config['configurable'] must be a dict, got {type(sub).__name__}",
+            context={"key": "configurable"},
+        )
+    for key, value in sub.items():
+        if not isinstance(key, str):
+            continue
+        if key in _LANGGRAPH_UNSUPPORTED:
+            if key == "checkpoint_ns" and value in ("", None):
+                continue
             raise ConfigError(
-                f"config[{key!r}] must be a positive number of seconds or None, got {v!r}",
+                f"config['configurable'][{key!r}]: {_LANGGRAPH_UNSUPPORTED[key]}",
                 context={"key": key},
             )
+        target = _misspelling_of(key)
+        if target is not None:
+            raise ConfigError(
+                f"config['configurable'] key {key!r} looks like a misspelling of {target!r}; "
+                "rename it",
+                context={"key": key, "did_you_mean": target},
+            )
+        if key not in KNOWN_KEYS or key.startswith("_"):
+            continue  # the application's own keys stay where they are
+        if key in config and config[key] is not None and value is not None:
+            same = str(config[key]) == str(value) if key in _ID_KEYS else config[key] == value
+            if not same:
+                raise ConfigError(
+                    f"config[{key!r}] is {config[key]!r} but config['configurable'][{key!r}] is "
+                    f"{value!r}; give it once, or the same value in both places",
+                    context={"key": key},
+                )
+            continue
+        if value is not None:
+            config[key] = value
+
+
+_ID_KEYS = frozenset({"thread_id", "user_id", "run_id"})
+
+
+def _check_timeout_value(config: dict[str, Any], key: str) -> None:
+    """Timeouts: a positive number of seconds; ``None`` or a non-positive number disables the
+    deadline (10xGraph's graph reference); anything else is refused."""
+    if key not in config or config[key] is None:
+        return
+    v = config[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:  # NaN
+        raise ConfigError(
+            f"config[{key!r}] must be a number of seconds or None, got {v!r}",
+            context={"key": key},
+        )
+    if v <= 0:
+        config[key] = None
 
 
 def normalize_config(
@@ -133,13 +207,17 @@ def normalize_config(
         ConfigError: ``CONFIG_001`` for a misspelt key (``context["did_you_mean"]``), an empty,
             non-string or over-long ``thread_id`` (max 255 characters), an empty ``user_id``,
             a ``thread_id`` or ``user_id`` holding NUL or a lone surrogate,
-            a non-positive ``recursion_limit`` or timeout, a non-bool
-            ``durable_checkpoint_every_step``.
+            a non-positive ``recursion_limit``, a non-numeric timeout, a non-bool
+            ``durable_checkpoint_every_step``; a ``configurable`` sub-dict (LangGraph's shape)
+            that is not a dict, repeats a key with another value, or sets ``checkpoint_id``.
+
+    A timeout of ``None`` or ``<= 0`` disables that deadline (stored back as ``None``).
     """
     if config is None:
         config = {}
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a dict, got {type(config).__name__}", context={})
+    _lift_configurable(config)
     for key in list(config):
         if not isinstance(key, str):
             continue
@@ -197,6 +275,17 @@ def normalize_config(
         config["run_id"] = str(config["run_id"])
     else:
         config["run_id"] = ""
+    stamp = config.get("timestamp")
+    if stamp is not None and not isinstance(stamp, str):
+        raise ConfigError(
+            f"config['timestamp'] must be an ISO 8601 str, got {type(stamp).__name__}",
+            context={"key": "timestamp"},
+        )
+    if new_run and (stamp is None or stamp == config.get("_timestamp_auto")):
+        # 10xGraph's graph reference: the run's start time, ISO 8601, generated when absent
+        # (and regenerated for each new run of a dict whose stamp the runtime wrote).
+        config["timestamp"] = dt.datetime.now(dt.UTC).isoformat()
+        config["_timestamp_auto"] = config["timestamp"]
     rl = config.get("recursion_limit", 25)
     if isinstance(rl, bool) or not isinstance(rl, int) or rl < 1:
         raise ConfigError(
@@ -209,6 +298,6 @@ def normalize_config(
             "config['durable_checkpoint_every_step'] must be True or False",
             context={"key": "durable_checkpoint_every_step"},
         )
-    _check_timeout(config, "node_timeout")
-    _check_timeout(config, "tool_timeout")
+    _check_timeout_value(config, "node_timeout")
+    _check_timeout_value(config, "tool_timeout")
     return RunConfig(config)

@@ -21,16 +21,21 @@ __all__ = [
     "GraphError",
     "GraphRecursionError",
     "InterruptPendingError",
+    "GraphStopRequested",
     "LedgerWriteError",
+    "MetricsError",
+    "NodeError",
     "NodeTimeoutError",
     "ResourceNotFoundError",
     "SchemaVersionError",
     "SerializationError",
     "StaleStateError",
     "StorageError",
+    "SyncInEventLoopError",
     "TenxGraphError",
     "ToolTimeoutError",
     "TransientStorageError",
+    "UnsupportedArgumentError",
     "ValidationError",
     "redact",
 ]
@@ -46,21 +51,25 @@ ERROR_CODES: dict[str, str] = {
     "GRAPH_006": "a router returned a key that is neither a node nor in its path_map",
     "GRAPH_007": "sync API called inside a running event loop; await the async twin",
     "GRAPH_008": "a new input on a thread paused for a human answer",
+    "GRAPH_009": "an unknown keyword argument (to StateGraph, compile, a checkpointer ...)",
+    "GRAPH_010": "a documented 10xGraph argument whose feature tenxgraph does not provide (yet)",
     "GRAPH_ROUTING_001": "a conditional-edge router raised",
-    "GRAPH_RECURSION_001": "a run exceeded its recursion_limit",
+    "NODE_000": "a node failed",
+    "RECURSION_000": "a run exceeded its recursion_limit",
     "NODE_TIMEOUT_001": "a node ran longer than node_timeout seconds",
     "TOOL_TIMEOUT_001": "a tool ran longer than tool_timeout seconds",
     "CONFIG_001": "invalid run config (missing, empty, too long or misspelt key)",
-    "VALIDATION_001": "invalid input data (message, state update)",
+    "VALIDATION_000": "invalid input data (message, state update)",
     "MODEL_001": "a chat model could not produce an answer (provider error, bad response)",
     "STORAGE_000": "generic storage error",
     "STORAGE_CONFLICT_000": "compare-and-swap lost: the thread moved on since this run read it",
     "STORAGE_TRANSIENT_001": "retryable storage failure (connection lost, pool timeout)",
     "STORAGE_SERIALIZATION_000": "a value cannot be encoded or decoded losslessly",
     "STORAGE_SCHEMA_001": "the database schema is newer than this code",
-    "STORAGE_NOT_FOUND_001": "the requested thread, version or record does not exist",
+    "STORAGE_NOT_FOUND_000": "the requested thread, version or record does not exist",
     "STORAGE_FORBIDDEN_001": "the thread belongs to another user",
     "STORAGE_LEDGER_001": "a tool result could not be recorded in the idempotency ledger",
+    "METRICS_000": "a metric could not be emitted (logged, never raised by the runtime)",
 }
 
 _SECRET_PATTERNS = (
@@ -112,6 +121,20 @@ class TenxGraphError(Exception):
         self.message: str = redact(message)
         super().__init__(f"[{self.error_code}] {self.message}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The error as JSON-ready data, for structured logs and API responses.
+
+        Returns:
+            ``{"error_type": class name, "error_code": str, "message": str (without the code
+            prefix), "context": dict}``.
+        """
+        return {
+            "error_type": type(self).__name__,
+            "error_code": self.error_code,
+            "message": self.message,
+            "context": dict(self.context),
+        }
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Keep code and context across process boundaries (multiprocessing, pickling by users).
         return (_rebuild_error, (type(self), self.message, self.error_code, self.context))
@@ -136,6 +159,83 @@ class GraphError(TenxGraphError):
     default_code = "GRAPH_000"
 
 
+class SyncInEventLoopError(GraphError, RuntimeError):
+    """A sync method (``invoke``, ``stream``, ``setup`` ...) was called on a thread that runs an
+    event loop (``GRAPH_007``). It is also a ``RuntimeError``, which is what 10xGraph's graph
+    reference tells users to expect. Fix: ``await`` the async twin named in the message.
+
+    ``context``: ``method`` (the sync name), ``use`` (the async name).
+    """
+
+    default_code = "GRAPH_007"
+
+
+class UnsupportedArgumentError(GraphError, TypeError):
+    """A keyword argument is refused rather than silently ignored.
+
+    ``GRAPH_009``: the argument is unknown (a typo, or an argument of another library);
+    ``context["did_you_mean"]`` names the closest accepted one when there is one.
+    ``GRAPH_010``: 10xGraph documents the argument but tenxgraph does not provide its feature
+    (yet); ``docs/compat-10xgraph.md`` lists these. Also a ``TypeError``, which is what Python
+    raises for an unexpected keyword argument.
+
+    ``context``: ``argument``, ``where`` (e.g. ``"StateGraph"``), ``did_you_mean`` (or
+    ``None``).
+    """
+
+    default_code = "GRAPH_009"
+
+
+def check_arguments(
+    where: str,
+    given: dict[str, Any],
+    accepted: tuple[str, ...],
+    not_supported: dict[str, str] | None = None,
+    hints: dict[str, str] | None = None,
+) -> None:
+    """Refuse unknown keyword arguments and documented-but-unsupported ones.
+
+    Args:
+        where: the callable's name for the message (``"StateGraph"``, ``"compile"``).
+        given: the extra keyword arguments received (``**kwargs``), name -> value.
+        accepted: the names the callable accepts explicitly (for ``did_you_mean``).
+        not_supported: documented 10xGraph arguments tenxgraph lacks, name -> why; passing
+            one of them with a value other than ``None`` is refused with ``GRAPH_010``
+            (``None`` is their documented default and means "not used").
+        hints: unknown names that some page of 10xGraph's docs uses, name -> where the
+            setting belongs instead; refused with ``GRAPH_009`` and that hint.
+
+    Raises:
+        UnsupportedArgumentError: ``GRAPH_009`` for an unknown name, ``GRAPH_010`` for a
+            documented argument whose feature is not provided.
+    """
+    import difflib
+
+    not_supported = not_supported or {}
+    for name, value in given.items():
+        if name in not_supported:
+            if value is None:
+                continue
+            raise UnsupportedArgumentError(
+                f"{where}({name}=...) is not supported yet: {not_supported[name]}. Remove the "
+                "argument (see docs/compat-10xgraph.md)",
+                error_code="GRAPH_010",
+                context={"argument": name, "where": where, "did_you_mean": None},
+            )
+        if hints and name in hints:
+            raise UnsupportedArgumentError(
+                f"{where}() does not take {name!r}: {hints[name]}",
+                context={"argument": name, "where": where, "did_you_mean": None},
+            )
+        close = difflib.get_close_matches(name, list(accepted) + list(not_supported), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnsupportedArgumentError(
+            f"{where}() got an unknown keyword argument {name!r}{hint} Accepted: "
+            f"{', '.join(accepted)}",
+            context={"argument": name, "where": where, "did_you_mean": close[0] if close else None},
+        )
+
+
 class InterruptPendingError(GraphError, ValueError):
     """A new input arrived on a thread paused by ``interrupt()`` for a human answer
     (``GRAPH_008``).
@@ -149,16 +249,25 @@ class InterruptPendingError(GraphError, ValueError):
 
 
 class GraphRecursionError(GraphError):
-    """A run executed more than ``recursion_limit`` nodes (``GRAPH_RECURSION_001``).
+    """A run executed more than ``recursion_limit`` nodes (``RECURSION_000``).
 
     The state reached so far is checkpointed before this is raised. ``context``:
     ``thread_id``, ``recursion_limit``, ``node`` (the node that would have run next).
     """
 
-    default_code = "GRAPH_RECURSION_001"
+    default_code = "RECURSION_000"
 
 
-class NodeTimeoutError(GraphError):
+class NodeError(GraphError):
+    """A node failed (``NODE_000``, or ``NODE_001`` and above for specific failures).
+
+    Base of ``NodeTimeoutError``. ``context`` may hold ``node``.
+    """
+
+    default_code = "NODE_000"
+
+
+class NodeTimeoutError(NodeError):
     """A node ran longer than ``node_timeout`` seconds (``NODE_TIMEOUT_001``).
 
     ``context``: ``node``, ``timeout_s``. The last checkpoint (before the node) stays current, so
@@ -168,7 +277,7 @@ class NodeTimeoutError(GraphError):
     default_code = "NODE_TIMEOUT_001"
 
 
-class ToolTimeoutError(GraphError):
+class ToolTimeoutError(NodeTimeoutError):
     """A tool ran longer than ``tool_timeout`` seconds (``TOOL_TIMEOUT_001``).
 
     ``ToolNode`` turns it into an error tool message for the model; it is raised only when the
@@ -189,13 +298,13 @@ class ConfigError(TenxGraphError, ValueError):
 
 
 class ValidationError(TenxGraphError, ValueError):
-    """Invalid input data (``VALIDATION_001``): a message with an unknown role, a state update for
+    """Invalid input data (``VALIDATION_000``): a message with an unknown role, a state update for
     an unknown field, an input that is not a dict. Raised before anything is written.
 
     ``context``: ``field`` and ``reason`` where known.
     """
 
-    default_code = "VALIDATION_001"
+    default_code = "VALIDATION_000"
 
 
 class StorageError(TenxGraphError):
@@ -249,13 +358,13 @@ class SchemaVersionError(StorageError):
 
 
 class ResourceNotFoundError(StorageError):
-    """A requested thread, version or record does not exist (``STORAGE_NOT_FOUND_001``).
+    """A requested thread, version or record does not exist (``STORAGE_NOT_FOUND_000``).
 
     Also what another user sees for a thread they do not own when reading a specific record.
     ``context``: ``thread_id`` and ``version`` where relevant.
     """
 
-    default_code = "STORAGE_NOT_FOUND_001"
+    default_code = "STORAGE_NOT_FOUND_000"
 
 
 class LedgerWriteError(StorageError):
@@ -268,6 +377,37 @@ class LedgerWriteError(StorageError):
     """
 
     default_code = "STORAGE_LEDGER_001"
+
+
+class MetricsError(StorageError):
+    """A metric could not be emitted (``METRICS_000``).
+
+    Part of 10xGraph's catalogue (a ``StorageError`` there too). tenxgraph's runtime never
+    raises it: metrics go through the OpenTelemetry API, whose failures are logged and never
+    interrupt a run. Applications may raise it from their own instrumentation.
+    """
+
+    default_code = "METRICS_000"
+
+
+class GraphStopRequested(Exception):  # noqa: N818 - 10xGraph's public name
+    """Control-flow signal: a stop was requested while a node was running.
+
+    Not an error and not part of the ``TenxGraphError`` family (no ``error_code``). In 10xGraph
+    it tells a node cancelled by a stop apart from a failing node. tenxgraph's runtime honours
+    stop requests between nodes and does not raise it; it is importable so that code written
+    for 10xGraph which names it (``except GraphStopRequested: raise``) runs unchanged.
+
+    Args:
+        node_name (str): the node that was running when the stop arrived.
+
+    Attributes:
+        node_name (str): as given.
+    """
+
+    def __init__(self, node_name: str = "") -> None:
+        self.node_name = node_name
+        super().__init__(f"stop requested while node {node_name!r} was running")
 
 
 def forbidden(thread_id: str) -> StorageError:

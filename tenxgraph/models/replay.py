@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from tenxgraph.core.state import Message, TextBlock, ToolResultBlock
-from tenxgraph.utils.tool import tool
+from tenxgraph.utils.decorators import tool
 
 from .base import ModelError, assistant_message
 

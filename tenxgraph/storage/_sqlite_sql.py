@@ -32,6 +32,11 @@ __all__ = [
     "INSERT_MESSAGE",
     "INSERT_SCHEMA_VERSION",
     "INSERT_THREAD",
+    "KV_DELETE",
+    "KV_GET",
+    "KV_KEYS",
+    "KV_PURGE_EXPIRED",
+    "KV_PUT",
     "LATEST_SCHEMA_VERSION",
     "LEDGER_COUNT",
     "LEDGER_GET",
@@ -134,6 +139,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " owner TEXT NOT NULL,"
         " requested_at REAL NOT NULL,"  # UNIX seconds; the newest request of that user
         " PRIMARY KEY (thread_id, owner))",
+    ),
+    # 5: the generic cache of application values and state-cache entries (10xGraph's
+    # aput_cache_value / aput_state_cache); never read by a run.
+    (
+        "CREATE TABLE cache_values ("
+        " namespace TEXT NOT NULL,"
+        " key TEXT NOT NULL,"
+        " value BLOB NOT NULL,"
+        " expires_at REAL,"  # UNIX seconds; NULL: never
+        " PRIMARY KEY (namespace, key))",
     ),
 )
 
@@ -253,3 +268,24 @@ LEDGER_COUNT = (
     " (SELECT COUNT(*) FROM tool_executions AS t WHERE t.thread_id = h.thread_id AND h.owner = ?2)"
     " FROM threads AS h WHERE h.thread_id = ?1"
 )
+
+# -- generic cache values (schema 5) --------------------------------------------------------------
+KV_PUT = (
+    "INSERT INTO cache_values (namespace, key, value, expires_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, "
+    "expires_at = excluded.expires_at"
+)
+#: Parameters: namespace, key, now.
+KV_GET = (
+    "SELECT value FROM cache_values WHERE namespace = ? AND key = ? "
+    "AND (expires_at IS NULL OR expires_at > ?)"
+)
+#: Parameters: namespace, key. Returns the deleted row's ``expires_at`` (if a row was there).
+KV_DELETE = "DELETE FROM cache_values WHERE namespace = ? AND key = ? RETURNING expires_at"
+#: Parameters: namespace, prefix length, prefix, now.
+KV_KEYS = (
+    "SELECT key FROM cache_values WHERE namespace = ? AND substr(key, 1, ?) = ? "
+    "AND (expires_at IS NULL OR expires_at > ?) ORDER BY key"
+)
+#: Parameters: now.
+KV_PURGE_EXPIRED = "DELETE FROM cache_values WHERE expires_at IS NOT NULL AND expires_at <= ?"

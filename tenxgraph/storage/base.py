@@ -155,6 +155,9 @@ class ThreadInfo:
         status: ``ExecutionStatus`` value of the latest checkpoint.
         created_at, updated_at: UNIX seconds of the first and the latest checkpoint.
         metadata: application metadata set with ``aput_thread``.
+        thread_name (str | None): 10xGraph's display name of the thread:
+            ``metadata["thread_name"]`` when the application set one with ``aput_thread``,
+            else ``None``.
     """
 
     thread_id: str
@@ -164,6 +167,26 @@ class ThreadInfo:
     created_at: float
     updated_at: float
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def thread_name(self) -> str | None:
+        """The thread's display name (``metadata["thread_name"]``), or ``None``."""
+        name = self.metadata.get("thread_name")
+        return None if name is None else str(name)
+
+    def model_dump(self) -> dict[str, Any]:
+        """The record as a dict (10xGraph's ``ThreadInfo`` is a Pydantic model), ``thread_name``
+        included."""
+        return {
+            "thread_id": self.thread_id,
+            "thread_name": self.thread_name,
+            "user_id": self.user_id,
+            "version": self.version,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "metadata": dict(self.metadata),
+        }
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> ThreadInfo:

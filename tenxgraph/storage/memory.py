@@ -382,7 +382,7 @@ class MemoryStore:
             metadata: JSON-compatible dict (the tagged types of :mod:`serde` are kept too).
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be stored.
         """

@@ -872,6 +872,12 @@ class RedisCache:
     # ------------------------------------------------------------------ state
 
     @property
+    def client(self) -> aioredis.Redis:
+        """The ``redis.asyncio.Redis`` client this tier uses (shared with the generic cache of
+        ``PgCheckpointer.aput_cache_value``)."""
+        return self._client
+
+    @property
     def available(self) -> bool:
         """``False`` while the tier is backing off after a connection-level failure."""
         return time.monotonic() >= self._down_until

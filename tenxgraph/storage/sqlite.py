@@ -218,6 +218,9 @@ class SqliteStore:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        if self._path != ":memory:" and not self._path.startswith("file:"):
+            parent = os.path.dirname(os.path.abspath(self._path))
+            os.makedirs(parent, exist_ok=True)  # 10xGraph creates missing parents too
         conn = sqlite3.connect(
             self._path,
             timeout=self._busy_timeout_s,
@@ -570,7 +573,7 @@ class SqliteStore:
             metadata: JSON-compatible dict (the tagged types of :mod:`serde` are kept too).
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be stored.
         """
@@ -711,3 +714,49 @@ class SqliteStore:
     def _get_stop_sync(conn: sqlite3.Connection, key: ThreadKey) -> float | None:
         row = conn.execute(q.SELECT_STOP, (key.thread_id, key.user_id)).fetchone()
         return None if row is None else float(row[0])
+
+    # -- generic cache values (10xGraph's cache methods; never read by a run) --------------------
+    async def kv_put(self, namespace: str, key: str, value: bytes, ttl_s: float | None) -> None:
+        """Store a cache value in the file (see ``tenxgraph.storage.kv.CacheValueStore``);
+        expired entries are purged on the way."""
+        now = time.time()
+        expires = None if ttl_s is None else now + ttl_s
+        await self._run(self._kv_put_sync, namespace, key, value, expires, now)
+
+    def _kv_put_sync(
+        self, conn: sqlite3.Connection, ns: str, key: str, value: bytes, expires: float | None,
+        now: float,
+    ) -> None:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            conn.execute(q.KV_PURGE_EXPIRED, (now,))
+            conn.execute(q.KV_PUT, (ns, key, value, expires))
+
+    async def kv_get(self, namespace: str, key: str) -> bytes | None:
+        """The live cache value of ``(namespace, key)``, or ``None``."""
+
+        def get(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute(q.KV_GET, (namespace, key, time.time())).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._run(get)
+
+    async def kv_delete(self, namespace: str, key: str) -> bool:
+        """Remove ``(namespace, key)``; ``True`` when a live value was there."""
+
+        def delete(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            with self._transaction(conn, q.BEGIN_WRITE):
+                row = conn.execute(q.KV_DELETE, (namespace, key)).fetchone()
+            return row is not None and (row[0] is None or row[0] > now)
+
+        return await self._run(delete)
+
+    async def kv_keys(self, namespace: str, prefix: str | None) -> list[str]:
+        """Live keys of ``namespace`` starting with ``prefix``, sorted."""
+        p = prefix or ""
+
+        def keys(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(q.KV_KEYS, (namespace, len(p), p, time.time())).fetchall()
+            return [r[0] for r in rows]
+
+        return await self._run(keys)

@@ -1,21 +1,43 @@
 """Graph utilities: ``START``, ``END``, ``Command``, ``ResponseGranularity``, ``tool``,
-``interrupt``."""
+``interrupt``, ``ThreadInfo``, the secret-redaction helpers of ``tenxgraph.utils.logging``,
+and the state reducers (re-exported from
+``tenxgraph.core.state.reducers``, as 10xGraph's ``utils`` does)."""
 
 from __future__ import annotations
 
-from typing import Any
+from tenxgraph.core.state.reducers import (
+    add_messages,
+    append_items,
+    replace_messages,
+    replace_value,
+)
 
 from .command import Command
 from .constants import END, START, ResponseGranularity
+from .decorators import get_tool_metadata, has_tool_decorator, tool
 from .interrupts import GraphInterrupt, Interrupt, interrupt, pending_interrupt, pending_interrupts
+from .logging import SecretRedactionFilter, install_secret_redaction, mask_secrets
+from .thread_info import ThreadInfo
 
-__all__ = ["END", "START", "Command", "GraphInterrupt", "Interrupt", "ResponseGranularity", "interrupt", "pending_interrupt",
-           "pending_interrupts", "tool", "get_tool_metadata", "has_tool_decorator"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("tool", "get_tool_metadata", "has_tool_decorator"):
-        from . import tool as _tool_module
-
-        return getattr(_tool_module, name)
-    raise AttributeError(name)
+__all__ = [
+    "Command",
+    "END",
+    "GraphInterrupt",
+    "Interrupt",
+    "ResponseGranularity",
+    "START",
+    "SecretRedactionFilter",
+    "ThreadInfo",
+    "add_messages",
+    "append_items",
+    "get_tool_metadata",
+    "has_tool_decorator",
+    "install_secret_redaction",
+    "interrupt",
+    "mask_secrets",
+    "pending_interrupt",
+    "pending_interrupts",
+    "replace_messages",
+    "replace_value",
+    "tool",
+]

@@ -1,5 +1,7 @@
-"""The compat tests reconstruct behaviour documented by 10xGraph and run it on every store
-through the graph-level backends of ``tests/conformance`` (``graph_backends``)."""
+"""The 10xGraph-compatibility tests: each module rebuilds, in its own words, what one area of
+10xGraph's documentation promises, against the real stores. They reuse the graph-level
+backends of ``tests/conformance`` (``graph_backends``: ``backend`` / ``sync_backend`` over
+memory, SQLite, Postgres and Postgres + Redis)."""
 
 from __future__ import annotations
 

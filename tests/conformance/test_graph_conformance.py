@@ -184,7 +184,7 @@ async def test_state_history_limit_keeps_exactly_n(backend: Backend) -> None:
     assert await versions(app, cfg, before=8) == [7, 6]
     with pytest.raises(ResourceNotFoundError) as ei:
         await cp.aget_version(cfg, 5)
-    assert ei.value.error_code == "STORAGE_NOT_FOUND_001"
+    assert ei.value.error_code == "STORAGE_NOT_FOUND_000"
     assert texts(await cp.aget_version(cfg, 6)) == turn_texts("u0") + turn_texts("u1")
 
 
@@ -815,7 +815,7 @@ async def test_recursion_limit_raises_with_state_saved(backend: Backend) -> None
     with pytest.raises(GraphRecursionError) as ei:
         await app.ainvoke({"messages": [user("go")]}, cfg)
     err = ei.value
-    assert err.error_code == "GRAPH_RECURSION_001"
+    assert err.error_code == "RECURSION_000"
     assert err.context == {"thread_id": "t-recursion", "recursion_limit": 3, "node": "loop"}
     assert cfg["_checkpoint_version"] == 4  # three nodes, then the error state
     version, _, txt, status = await snapshot(app, {"thread_id": "t-recursion"})
@@ -1246,7 +1246,7 @@ BAD_INPUTS = {
         {"thread_id": "t-bad"},
         {"messages": [{"role": "robot", "content": "x"}]},
         ValidationError,
-        "VALIDATION_001",
+        "VALIDATION_000",
     ),
 }
 

@@ -655,7 +655,7 @@ async def test_thread_metadata(store: StoreTier) -> None:
     assert info.metadata == {"title": "renamed"}
     with pytest.raises(StorageError) as missing:
         await store.set_thread_metadata(ThreadKey("nope", OWNER), {"a": 1})
-    assert missing.value.error_code == "STORAGE_NOT_FOUND_001"
+    assert missing.value.error_code == "STORAGE_NOT_FOUND_000"
 
 
 async def test_stop_flags(store: StoreTier) -> None:

@@ -233,8 +233,8 @@ async def test_node_return_kinds(kind: str) -> None:
         (42, GraphError, "GRAPH_005"),
         (object(), GraphError, "GRAPH_005"),
         (["ok", 3], GraphError, "GRAPH_005"),
-        ({"no_such_field": 1}, ValidationError, "VALIDATION_001"),
-        ({"note": ["not", "a", "str"]}, ValidationError, "VALIDATION_001"),
+        ({"no_such_field": 1}, ValidationError, "VALIDATION_000"),
+        ({"note": ["not", "a", "str"]}, ValidationError, "VALIDATION_000"),
     ],
     ids=["int", "object", "list-with-int", "unknown-field", "wrong-type"],
 )
@@ -676,7 +676,7 @@ async def test_update_state_and_get_state_history() -> None:
     assert hist[0].created_at >= hist[-1].created_at
     with pytest.raises(ResourceNotFoundError) as ei:
         await app.aupdate_state({"thread_id": "t-nobody"}, {"note": "x"})
-    assert ei.value.error_code == "STORAGE_NOT_FOUND_001"
+    assert ei.value.error_code == "STORAGE_NOT_FOUND_000"
     with pytest.raises(ValidationError):
         await app.aupdate_state(dict(cfg), {"bogus": 1})
     assert [s.version for s in await app.aget_state_history(dict(cfg))] == [4, 3, 2, 1]

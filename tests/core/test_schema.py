@@ -16,7 +16,7 @@ from tenxgraph.core.graph._schema import (
     type_schema,
 )
 from tenxgraph.core.state import AgentState
-from tenxgraph.utils.tool import get_tool_metadata, has_tool_decorator, tool
+from tenxgraph.utils.decorators import get_tool_metadata, has_tool_decorator, tool
 
 
 class Color(enum.Enum):

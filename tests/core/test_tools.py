@@ -22,7 +22,7 @@ from tenxgraph.core.state import AgentState, Message, ToolCallBlock, ToolResultB
 from tenxgraph.models.base import assistant_message
 from tenxgraph.storage import serde
 from tenxgraph.storage.base import LedgerEntry, ThreadKey
-from tenxgraph.utils.tool import tool
+from tenxgraph.utils.decorators import tool
 
 pytestmark = pytest.mark.anyio
 

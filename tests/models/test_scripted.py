@@ -21,7 +21,7 @@ from tenxgraph.models import (
     normalize_assistant,
 )
 from tenxgraph.storage.base import ThreadKey
-from tenxgraph.utils.tool import tool
+from tenxgraph.utils.decorators import tool
 
 pytestmark = pytest.mark.anyio
 

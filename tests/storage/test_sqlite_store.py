@@ -70,7 +70,7 @@ async def append_n(store: SqliteStore, n: int, limit: int | None = None, start: 
 
 
 # -- schema ---------------------------------------------------------------------------------------
-async def test_schema_has_versions_1_to_4_and_the_documented_tables(
+async def test_schema_has_versions_1_to_5_and_the_documented_tables(
     store: SqliteStore, db: str
 ) -> None:
     with raw(db) as c:
@@ -79,10 +79,14 @@ async def test_schema_has_versions_1_to_4_and_the_documented_tables(
             2,
             3,
             4,
+            5,
         ]
         cols = {
             t: [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
-            for t in ("threads", "checkpoints", "messages", "tool_executions", "stop_requests")
+            for t in (
+                "threads", "checkpoints", "messages", "tool_executions", "stop_requests",
+                "cache_values",
+            )
         }
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert cols["threads"] == [
@@ -97,7 +101,8 @@ async def test_schema_has_versions_1_to_4_and_the_documented_tables(
         "thread_id", "call_key", "tool_call_id", "tool_name", "result", "created_at",
     ]  # fmt: skip
     assert cols["stop_requests"] == ["thread_id", "owner", "requested_at"]
-    assert q.LATEST_SCHEMA_VERSION == 4
+    assert cols["cache_values"] == ["namespace", "key", "value", "expires_at"]
+    assert q.LATEST_SCHEMA_VERSION == 5
 
 
 async def test_setup_is_idempotent_across_stores(db: str) -> None:
@@ -110,7 +115,7 @@ async def test_setup_is_idempotent_across_stores(db: str) -> None:
     for st in stores:
         await st.aclose()
     with raw(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 4
+        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 5
 
 
 async def test_a_newer_schema_is_refused(db: str) -> None:
@@ -118,13 +123,19 @@ async def test_a_newer_schema_is_refused(db: str) -> None:
     await st.asetup()
     await st.aclose()
     with raw(db) as c:
-        c.execute("INSERT INTO schema_version (version, applied_at) VALUES (5, 0)")
+        c.execute(
+            "INSERT INTO schema_version (version, applied_at) VALUES (?, 0)",
+            (q.LATEST_SCHEMA_VERSION + 1,),
+        )
     for call in ("asetup", "read"):  # explicit setup, and the lazy setup of a first operation
         fresh = SqliteStore(db)
         with pytest.raises(SchemaVersionError) as info:
             await (fresh.asetup() if call == "asetup" else fresh.read(KEY))
         assert info.value.error_code == "STORAGE_SCHEMA_001"
-        assert info.value.context == {"found": 5, "supported": 4}
+        assert info.value.context == {
+            "found": q.LATEST_SCHEMA_VERSION + 1,
+            "supported": q.LATEST_SCHEMA_VERSION,
+        }
         await fresh.aclose()
 
 
@@ -151,12 +162,9 @@ async def test_migrates_a_version_2_database(db: str) -> None:
     assert await st.ledger_put(KEY, entry) == entry
     await st.aclose()
     with raw(db) as c:
-        assert [r[0] for r in c.execute("SELECT version FROM schema_version ORDER BY 1")] == [
-            1,
-            2,
-            3,
-            4,
-        ]
+        assert [r[0] for r in c.execute("SELECT version FROM schema_version ORDER BY 1")] == list(
+            range(1, q.LATEST_SCHEMA_VERSION + 1)
+        )
 
 
 # -- storage layout -------------------------------------------------------------------------------

@@ -517,7 +517,7 @@ def build_tool_spec(func: Callable[..., Any]) -> ToolSpec:
 
     Args:
         func: a sync or async function, a bound method, a ``functools.partial`` or a callable
-            object, optionally decorated with :func:`tenxgraph.utils.tool`.
+            object, optionally decorated with ``tenxgraph.utils.tool``.
 
     Returns:
         The spec: name, description, parameters schema and argument validator.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
 
 # The module, not its names: importing tenxgraph.core._runner first imports this package.
 from tenxgraph.core import _runner
@@ -25,9 +27,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CompiledGraph"]
 
+StateT = TypeVar("StateT", bound=AgentState)
 
-class CompiledGraph:
+
+class CompiledGraph(Generic[StateT]):
     """A validated graph bound to a checkpointer. Build it with ``StateGraph.compile()``.
+
+    Generic in its state class as in 10xGraph (``CompiledGraph[MyState]`` in annotations).
 
     Every run reads the thread's latest version, checkpoints after each node with
     compare-and-swap, and returns (or streams) what the run produced. Async methods are the real
@@ -41,8 +47,13 @@ class CompiledGraph:
         checkpointer: BaseCheckpointer,
         interrupt_before: list[str],
         interrupt_after: list[str],
+        *,
+        shutdown_timeout: float = 30.0,
     ) -> None:
         self.builder = builder
+        #: seconds ``aclose`` waits for runs of this graph still in flight
+        self.shutdown_timeout = shutdown_timeout
+        self._closed = False
         self.checkpointer = checkpointer
         self.state_class: type[AgentState] = builder.state_class
         self.interrupt_before = frozenset(interrupt_before)
@@ -82,6 +93,7 @@ class CompiledGraph:
         cfg = config if config is not None else {}
         normalize_config(cfg, require_thread=False)
         key = self.checkpointer.key_for(cfg)
+        self._closed = False  # a run after aclose() reopens what it needs
         self._running[key] = self._running.get(key, 0) + 1
         try:
             async for chunk in _runner.run_graph(
@@ -122,12 +134,12 @@ class CompiledGraph:
 
         Raises:
             ConfigError: ``CONFIG_001`` (bad or misspelt config key), before any write.
-            ValidationError: ``VALIDATION_001`` (bad input or node update), before any write.
+            ValidationError: ``VALIDATION_000`` (bad input or node update), before any write.
             InterruptPendingError: ``GRAPH_008`` (also a ``ValueError``): new input on a thread
                 waiting for an ``interrupt()`` answer.
             StaleStateError: ``STORAGE_CONFLICT_000``: another run wrote first; call again.
             StorageError: ``STORAGE_FORBIDDEN_001``: the thread belongs to another user.
-            GraphRecursionError: ``GRAPH_RECURSION_001``, state saved.
+            GraphRecursionError: ``RECURSION_000``, state saved.
             NodeTimeoutError: ``NODE_TIMEOUT_001``.
             GraphError: ``GRAPH_005`` unsupported node return, ``GRAPH_006`` unknown route,
                 ``GRAPH_ROUTING_001`` a router raised.
@@ -261,9 +273,35 @@ class CompiledGraph:
         """Sync twin of :meth:`astop`."""
         return run_sync(self.astop, config, sync_name="stop", async_name="astop")
 
-    async def aclose(self) -> None:
-        """Release the checkpointer's connections and pools."""
+    async def aclose(self) -> dict[str, Any]:
+        """Release the checkpointer's connections and pools, after waiting up to
+        ``shutdown_timeout`` seconds (``compile(shutdown_timeout=...)``, default 30) for this
+        graph's runs still in flight in this process.
+
+        Idempotent, as 10xGraph documents: a second call (with no run in between) does nothing
+        and returns ``{"status": "already_closed"}``. A run started after ``aclose`` reopens
+        the checkpointer's resources.
+
+        Returns:
+            ``{"status": "closed", "runs_in_flight": int}`` (runs still going when the wait
+            ended; ``0`` after a clean shutdown), or ``{"status": "already_closed"}``.
+        """
+        if self._closed:
+            return {"status": "already_closed"}
+        self._closed = True
+        if self._running and self.shutdown_timeout > 0:
+            # Poll rather than wait on an Event: the runs may live on another event loop
+            # (sync twins run on the portal's thread), where an Event could not be set safely.
+            with anyio.move_on_after(self.shutdown_timeout):
+                while self._running:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+        in_flight = sum(self._running.values())
         await self.checkpointer.aclose()
+        return {"status": "closed", "runs_in_flight": in_flight}
+
+    def close(self) -> dict[str, Any]:
+        """Sync twin of ``aclose``."""
+        return run_sync(self.aclose, sync_name="close", async_name="aclose")
 
     async def __aenter__(self) -> CompiledGraph:
         return self
@@ -304,7 +342,7 @@ class CompiledGraph:
             The new state.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread does not exist.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
             StorageError: ``STORAGE_FORBIDDEN_001`` when the thread belongs to another user.
             StaleStateError: ``STORAGE_CONFLICT_000`` when it moved on meanwhile.
             ValidationError / GraphError: for values a node could not return either.

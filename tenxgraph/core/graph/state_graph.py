@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, check_arguments
 from tenxgraph.core.state import AgentState
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START
@@ -21,6 +21,36 @@ if TYPE_CHECKING:
 
 __all__ = ["ConditionalEdge", "StateGraph"]
 
+StateT = TypeVar("StateT", bound=AgentState)
+
+#: Documented 10xGraph constructor arguments whose features tenxgraph does not provide.
+_STATEGRAPH_NOT_SUPPORTED = {
+    "context_manager": "context managers (BaseContextManager) are not implemented in tenxgraph yet",
+    "publisher": "10xGraph publishers are not provided; tenxgraph reports through OpenTelemetry "
+    "(configure an OpenTelemetry SDK instead)",
+    "id_generator": "ids are uuid4 strings; custom id generators are not implemented",
+    "container": "InjectQ dependency injection is not implemented",
+}
+
+#: Documented 10xGraph ``compile()`` arguments whose features tenxgraph does not provide.
+_COMPILE_NOT_SUPPORTED = {
+    "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
+    "media_store": "media stores are not part of tenxgraph",
+    "callback_manager": "CallbackManager is not implemented in tenxgraph yet",
+    # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
+    "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
+    "id_generator": _STATEGRAPH_NOT_SUPPORTED["id_generator"],
+    "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
+}
+
+#: Run settings some 10xGraph pages pass to ``compile()``; the graph reference makes them
+#: run-config keys.
+_COMPILE_HINTS = {
+    "recursion_limit": "it is a run setting: pass config={'recursion_limit': N} to invoke/ainvoke",
+    "execution_timeout": "deadlines are run settings: pass config={'node_timeout': seconds} to "
+    "invoke/ainvoke",
+}
+
 
 @dataclass(slots=True)
 class ConditionalEdge:
@@ -31,18 +61,30 @@ class ConditionalEdge:
     path_map: dict[Any, str] | None
 
 
-class StateGraph:
+class StateGraph(Generic[StateT]):
     """Builder of an agent graph; ``compile()`` returns a runnable :class:`CompiledGraph`.
+
+    Generic in its state class as in 10xGraph: ``StateGraph[MyState](MyState())`` is the same
+    as ``StateGraph(MyState())`` (the subscript is for type checkers).
 
     Args:
         state: the initial state: an instance (copied for each new thread) or a class
             (instantiated with defaults); default ``AgentState``.
+        context_manager, publisher, id_generator, container: 10xGraph's documented arguments
+            for features tenxgraph does not provide; ``None`` (their default) is accepted,
+            anything else is refused (``GRAPH_010``).
+
+    Raises:
+        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance.
+        UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
+            ``GRAPH_010`` for a documented argument whose feature is not provided.
 
     Execution is one node at a time: after a node, a ``Command.goto`` decides the next node,
     else its conditional edge, else its static edge; a node with none of these ends the run.
     """
 
-    def __init__(self, state: AgentState | type[AgentState] | None = None, **_ignored: Any) -> None:
+    def __init__(self, state: AgentState | type[AgentState] | None = None, **kwargs: Any) -> None:
+        check_arguments("StateGraph", kwargs, ("state",), _STATEGRAPH_NOT_SUPPORTED)
         if state is None:
             state = AgentState
         if isinstance(state, type):
@@ -224,26 +266,54 @@ class StateGraph:
         checkpointer: BaseCheckpointer | None = None,
         interrupt_before: list[str] | None = None,
         interrupt_after: list[str] | None = None,
-        **_ignored: Any,
+        shutdown_timeout: float = 30.0,
+        **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
 
         Args:
             checkpointer: where state lives; default a new ``InMemoryCheckpointer()``.
             interrupt_before, interrupt_after: pause the run before / after these nodes.
+            shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
+                before it closes the checkpointer (default 30.0; ``0`` does not wait).
+            store, media_store, callback_manager, publisher, id_generator, lifecycle_hook:
+                10xGraph's documented arguments for features tenxgraph does not provide;
+                ``None`` is accepted, anything else is refused (``GRAPH_010``).
+                ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
+                pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
         Raises:
             GraphError: see :meth:`validate`.
+            UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument or a
+                negative / non-numeric ``shutdown_timeout``, ``GRAPH_010`` for a documented
+                argument whose feature is not provided.
         """
         from .compiled_graph import CompiledGraph
 
+        check_arguments(
+            "compile",
+            kwargs,
+            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout"),
+            _COMPILE_NOT_SUPPORTED,
+            _COMPILE_HINTS,
+        )
+        if (
+            isinstance(shutdown_timeout, bool)
+            or not isinstance(shutdown_timeout, (int, float))
+            or shutdown_timeout < 0
+        ):
+            raise UnsupportedArgumentError(
+                f"compile(shutdown_timeout=...) must be a number of seconds >= 0, got "
+                f"{shutdown_timeout!r}",
+                context={"argument": "shutdown_timeout", "where": "compile", "did_you_mean": None},
+            )
         ib, ia = list(interrupt_before or []), list(interrupt_after or [])
         self.validate(ib, ia)
         if checkpointer is None:
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
             checkpointer = InMemoryCheckpointer()
-        return CompiledGraph(self, checkpointer, ib, ia)
+        return CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
 
 
 def _command_targets(func: Any) -> tuple[str, ...] | None:

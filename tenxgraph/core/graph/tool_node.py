@@ -186,7 +186,7 @@ class ToolNode:
     Args:
         functions: the tools: sync or async functions, bound methods, ``functools.partial``
             objects or callable objects, optionally decorated with
-            :func:`tenxgraph.utils.tool`. Names must be unique.
+            ``tenxgraph.utils.tool``. Names must be unique.
 
     Raises:
         GraphError: ``GRAPH_001`` when two tools have the same name or a tool is not callable.

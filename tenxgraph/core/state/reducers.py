@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MessageList", "add_messages", "append_items", "replace_messages", "replace_value"]
+# Re-exported: 10xGraph's custom-state guide imports ``Message`` from this module.
+from .message import Message
+
+__all__ = ["Message", "MessageList", "add_messages", "append_items", "replace_messages", "replace_value"]
 
 
 class _Lineage:

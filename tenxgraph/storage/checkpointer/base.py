@@ -9,17 +9,25 @@ method has a sync twin that runs it through the one shared portal
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, get_args
 
 import orjson
 
 from tenxgraph.core._portal import run_sync
 from tenxgraph.core.config import normalize_config
-from tenxgraph.core.exceptions import ResourceNotFoundError, SerializationError, ValidationError
+from tenxgraph.core.exceptions import (
+    ResourceNotFoundError,
+    SerializationError,
+    StorageError,
+    ValidationError,
+)
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.storage import serde
@@ -32,11 +40,44 @@ from tenxgraph.storage.base import (
     ThreadInfo,
     ThreadKey,
 )
+from tenxgraph.storage.kv import CacheValueStore, MemoryKV
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
 
 __all__ = ["BaseCheckpointer", "Loaded", "StateSnapshot"]
 
 log = logging.getLogger("tenxgraph.checkpointer")
+
+StateT = TypeVar("StateT", bound=AgentState)
+
+#: Cache namespaces starting with this are the checkpointer's own (the state cache).
+_RESERVED_NS = "__tenxgraph"
+_STATE_CACHE_NS = "__tenxgraph_state__"
+
+
+def _check_cache_name(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(
+            f"the cache {what} must be a non-empty str, got {value!r}", context={"field": what}
+        )
+    if "\x00" in value:
+        raise ValidationError(f"the cache {what} must not contain NUL", context={"field": what})
+    return value
+
+
+def _check_ttl(ttl_seconds: Any) -> float | None:
+    if ttl_seconds is None:
+        return None
+    if (
+        isinstance(ttl_seconds, bool)
+        or not isinstance(ttl_seconds, (int, float))
+        or not math.isfinite(ttl_seconds)
+        or ttl_seconds <= 0
+    ):
+        raise ValidationError(
+            f"ttl_seconds must be a positive number of seconds or None, got {ttl_seconds!r}",
+            context={"field": "ttl_seconds"},
+        )
+    return float(ttl_seconds)
 
 
 @dataclass(slots=True)
@@ -77,12 +118,26 @@ class StateSnapshot:
     created_at: float
 
 
-class BaseCheckpointer:
+class BaseCheckpointer(Generic[StateT]):
     """Facade shared by :class:`InMemoryCheckpointer`, :class:`SqliteCheckpointer` and
-    :class:`PgCheckpointer`.
+    ``PgCheckpointer``, and the base of an application's own checkpointer.
+
+    Generic in the state class as in 10xGraph: ``InMemoryCheckpointer[MyState]()`` binds
+    ``MyState`` as the class stored states are decoded to (same as
+    ``bind_state_type``).
+
+    **A checkpointer of your own** (10xGraph's extension point): subclass ``BaseCheckpointer``
+    without calling ``__init__`` with a store and implement at least ``aget_state(config)`` and
+    ``aput_state(config, state)`` (``asetup``, ``aclear_state`` ... as you need). A graph
+    compiled with it reads a run's starting state through your ``aget_state`` and writes each
+    checkpoint through your ``aput_state``; its guarantees are the ones your methods give
+    (tenxgraph's compare-and-swap, history and diff-only writes belong to its own stores). Its
+    tool ledger, stop requests and cache values are kept in this process. Methods of the built-in
+    stores that you do not override raise ``StorageError`` naming the method to implement.
 
     Args:
-        store: the source of truth, possibly a ``LayeredStore`` with cache tiers above it.
+        store: the source of truth, possibly a ``LayeredStore`` with cache tiers above it;
+            ``None`` for a checkpointer of your own (see above).
         state_history_limit: versions kept per thread (the current one and ``N-1`` before it),
             pruned on write; ``0`` or ``None`` keeps all. Default 20.
         enforce_user_isolation: the first writer of a thread owns it; other ``user_id`` s read
@@ -90,22 +145,48 @@ class BaseCheckpointer:
             ``False``, ``user_id`` is ignored.
         state_class: default state class used to decode when a caller does not name one
             (``get_state`` outside a graph). A compiled graph passes its own.
+        cache_values: where the cache methods (``aput_cache_value``, ``aput_state_cache``
+            ...) keep their entries; default an in-process ``MemoryKV``.
+        state_cache_ttl_s: expiry of ``aput_state_cache`` entries in seconds (``None``:
+            never).
 
     Raises:
         ValueError: a negative ``state_history_limit``.
+        TypeError: a subclass without a store that does not implement ``aget_state`` and
+            ``aput_state``.
     """
 
     def __init__(
         self,
-        store: StoreTier,
+        store: StoreTier | None = None,
         *,
         state_history_limit: int | None = 20,
         enforce_user_isolation: bool = True,
         state_class: type[AgentState] = AgentState,
+        cache_values: CacheValueStore | None = None,
+        state_cache_ttl_s: float | None = None,
     ) -> None:
         if state_history_limit is not None and state_history_limit < 0:
             raise ValueError("state_history_limit must be >= 0 or None")
+        if store is None:
+            missing = [
+                name
+                for name in ("aget_state", "aput_state")
+                if getattr(type(self), name) is getattr(BaseCheckpointer, name)
+            ]
+            if missing:
+                raise TypeError(
+                    f"Can't instantiate {type(self).__name__} without a store: implement "
+                    f"{', '.join(missing)} (a checkpointer of your own), or use "
+                    "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer"
+                )
         self.store = store
+        self.cache_values: CacheValueStore = cache_values if cache_values is not None else MemoryKV()
+        self.state_cache_ttl_s = state_cache_ttl_s
+        # A checkpointer of the application's own (no store): what tenxgraph keeps for it.
+        self._custom_versions: dict[ThreadKey, int] = {}
+        self._custom_ledger: dict[tuple[ThreadKey, str], LedgerEntry] = {}
+        self._custom_stops: dict[ThreadKey, float] = {}
         self.state_history_limit = state_history_limit or None
         self.enforce_user_isolation = enforce_user_isolation
         self.state_class = state_class
@@ -118,7 +199,60 @@ class BaseCheckpointer:
         self._conflicts = counter(METRIC.CONFLICTS)
         # Metric attributes: the source of truth's tier name (low cardinality).
         source = getattr(store, "source", store)
-        self._metric_attrs = {ATTR.TIER: str(getattr(source, "name", type(source).__name__))}
+        tier = "custom" if store is None else str(getattr(source, "name", type(source).__name__))
+        self._metric_attrs = {ATTR.TIER: tier}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # 10xGraph's custom checkpointers write ``async def aget_state(self, config)``; the
+        # runtime passes the state class as a second argument. Accept both shapes.
+        super().__init_subclass__(**kwargs)
+        fn = cls.__dict__.get("aget_state")
+        if fn is None or not inspect.iscoroutinefunction(fn):
+            return
+        params = list(inspect.signature(fn).parameters.values())
+        if len(params) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in params):
+            return
+
+        @functools.wraps(fn)
+        async def aget_state(self: Any, config: dict[str, Any], state_cls: Any = None) -> Any:
+            return await fn(self, config)
+
+        cls.aget_state = aget_state  # type: ignore[method-assign]
+
+    # -- state class -----------------------------------------------------------------------------
+    def bind_state_type(self, state_type: type[AgentState]) -> None:
+        """Decode stored states as ``state_type`` when a caller does not name a class
+        (``get_state`` outside a graph); ``InMemoryCheckpointer[MyState]()`` does the same. A
+        compiled graph also binds its own state class when the checkpointer has none.
+
+        Raises:
+            TypeError: ``state_type`` is not an ``AgentState`` subclass.
+        """
+        if not isinstance(state_type, type) or not issubclass(state_type, AgentState):
+            raise TypeError(f"bind_state_type expects an AgentState subclass, got {state_type!r}")
+        self.state_class = state_type
+
+    @property
+    def __orig_class__(self) -> Any:
+        # typing sets this attribute on the instance built by ``Checkpointer[MyState](...)``;
+        # the setter binds the state class it names.
+        return self.__dict__.get("_orig_class")
+
+    @__orig_class__.setter
+    def __orig_class__(self, alias: Any) -> None:
+        self.__dict__["_orig_class"] = alias
+        args = get_args(alias)
+        if args and isinstance(args[0], type) and issubclass(args[0], AgentState):
+            self.bind_state_type(args[0])
+
+    def _tier(self, method: str) -> StoreTier:
+        """The store, or the error telling a custom checkpointer which method to implement."""
+        if self.store is None:
+            raise StorageError(
+                f"{type(self).__name__} has no built-in store: implement {method}() to use it",
+                context={"method": method},
+            )
+        return self.store
 
     # -- keys ------------------------------------------------------------------------------------
     def key_for(self, config: dict[str, Any]) -> ThreadKey:
@@ -139,8 +273,9 @@ class BaseCheckpointer:
             SchemaVersionError: ``STORAGE_SCHEMA_001`` when the stored schema is newer.
             TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server cannot be reached.
         """
-        with span(SPAN.SETUP, attributes=dict(self._metric_attrs)):
-            await self.store.asetup()
+        if self.store is not None:
+            with span(SPAN.SETUP, attributes=dict(self._metric_attrs)):
+                await self.store.asetup()
         self._setup_done = True
 
     def setup(self) -> None:
@@ -150,15 +285,27 @@ class BaseCheckpointer:
     async def _ensure_setup(self) -> None:
         if not self._setup_done:
             await self.asetup()
+            # Marked here too: an application's own asetup() does not know about the flag.
+            self._setup_done = True
 
     async def aclose(self) -> None:
-        """Release connections and pools (idempotent)."""
-        await self.store.aclose()
+        """Release connections and pools. Idempotent: a second call does nothing; a later
+        operation reopens what it needs."""
+        if self.store is not None:
+            await self.store.aclose()
         self._setup_done = False
 
     def close(self) -> None:
-        """Sync twin of :meth:`aclose`."""
+        """Sync twin of ``aclose``."""
         run_sync(self.aclose, sync_name="close", async_name="aclose")
+
+    async def arelease(self) -> None:
+        """10xGraph's name for ``aclose``: release connections at shutdown (idempotent)."""
+        await self.aclose()
+
+    def release(self) -> None:
+        """Sync twin of ``arelease`` (call it outside an event loop)."""
+        run_sync(self.arelease, sync_name="release", async_name="arelease")
 
     async def __aenter__(self) -> BaseCheckpointer:
         await self._ensure_setup()
@@ -238,6 +385,8 @@ class BaseCheckpointer:
         """
         await self._ensure_setup()
         key = self.key_for(config)
+        if self.store is None:
+            return await self._custom_load(config, key, state_cls)
         attrs = {ATTR.THREAD_ID: key.thread_id} if enabled() else None
         with span(SPAN.CHECKPOINT_LOAD, attributes=attrs) as sp:
             rec = await self.store.read(key)
@@ -254,6 +403,35 @@ class BaseCheckpointer:
         config["_checkpoint_version"] = loaded.version
         self._seen[key] = loaded
         return loaded
+
+    async def _custom_load(
+        self, config: dict[str, Any], key: ThreadKey, state_cls: type[AgentState] | None
+    ) -> Loaded | None:
+        state = await self.aget_state(dict(config), state_cls or self.state_class)
+        if state is None:
+            config["_checkpoint_version"] = 0
+            return None
+        if not isinstance(state, AgentState):
+            raise ValidationError(
+                f"{type(self).__name__}.aget_state returned a {type(state).__name__}, not an "
+                "AgentState",
+                context={"field": "state"},
+            )
+        version = self._custom_versions.setdefault(key, 1)
+        # The run extends its own copy of the message list, never the object the store holds.
+        state = state.model_copy(update={"context": MessageList(list(state.context))})
+        config["_checkpoint_version"] = version
+        return Loaded(state=state, version=version, view=DurableView.empty(), created_at=time.time())
+
+    async def _custom_commit(
+        self, config: dict[str, Any], key: ThreadKey, state: AgentState, prev: Loaded | None
+    ) -> Loaded:
+        await self.aput_state(dict(config), state)
+        version = (prev.version if prev is not None else 0) + 1
+        self._custom_versions[key] = version
+        config["_checkpoint_version"] = version
+        self._ckpt_counter.add(1, self._metric_attrs)
+        return Loaded(state=state, version=version, view=DurableView.empty(), created_at=time.time())
 
     def build_write(
         self, key: ThreadKey, state: AgentState, prev: Loaded | None
@@ -315,6 +493,8 @@ class BaseCheckpointer:
         """
         await self._ensure_setup()
         key = self.key_for(config)
+        if self.store is None:
+            return await self._custom_commit(config, key, state, prev)
         w, view = self.build_write(key, state, prev)
         attrs = None
         if enabled():
@@ -356,6 +536,8 @@ class BaseCheckpointer:
                 ``TransientStorageError`` / ``StorageError`` (callers warn and run the tool).
         """
         await self._ensure_setup()
+        if self.store is None:
+            return self._custom_ledger.get((self.key_for(config), call_key))
         return await self.store.ledger_get(self.key_for(config), call_key)
 
     async def aledger_put(self, config: dict[str, Any], entry: LedgerEntry) -> LedgerEntry:
@@ -366,11 +548,16 @@ class BaseCheckpointer:
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
         """
         await self._ensure_setup()
+        if self.store is None:
+            return self._custom_ledger.setdefault((self.key_for(config), entry.call_key), entry)
         return await self.store.ledger_put(self.key_for(config), entry)
 
     async def aledger_count(self, config: dict[str, Any]) -> int:
         """Number of ledger rows of the config's thread."""
         await self._ensure_setup()
+        if self.store is None:
+            key = self._key(config)
+            return sum(1 for k, _ in self._custom_ledger if k == key)
         return await self.store.ledger_count(self._key(config))
 
     async def aset_stop(
@@ -385,12 +572,22 @@ class BaseCheckpointer:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         await self._ensure_setup()
+        if self.store is None:
+            key = self._key(config)
+            if requested:
+                self._custom_stops[key] = time.time() if at is None else at
+            else:
+                self._custom_stops.pop(key, None)
+            return
         await self.store.set_stop(self._key(config), requested, at)
 
     async def aget_stop(self, config: dict[str, Any], since: float | None = None) -> bool:
         """Whether a stop is requested for the config's thread (at or after ``since``, UNIX
         seconds, when given: a run passes its start time)."""
         await self._ensure_setup()
+        if self.store is None:
+            at = self._custom_stops.get(self.key_for(config))
+            return at is not None and (since is None or at >= since)
         return await self.store.get_stop(self.key_for(config), since)
 
     # -- public state API (10xGraph names) -------------------------------------------------------
@@ -427,7 +624,7 @@ class BaseCheckpointer:
             StaleStateError: ``STORAGE_CONFLICT_000`` when the thread moved on.
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
-            ValidationError: ``VALIDATION_001`` when ``state`` is not an ``AgentState``.
+            ValidationError: ``VALIDATION_000`` when ``state`` is not an ``AgentState``.
         """
         if not isinstance(state, AgentState):
             raise ValidationError(
@@ -455,7 +652,7 @@ class BaseCheckpointer:
                 return None
             if seen is not None and seen.version == expected:
                 return seen
-            rec = await self.store.read(key, int(expected))
+            rec = await self._tier("aput_state").read(key, int(expected))
             if rec is None:
                 # The version is gone (pruned or never existed): the CAS must fail as stale.
                 return Loaded(
@@ -487,6 +684,8 @@ class BaseCheckpointer:
         """
         await self._ensure_setup()
         key = self._key(config)
+        if self.store is None:
+            return await self._custom_history(config, key, limit, before, state_cls)
         recs = await self.store.history(key, limit=limit, before=before)
         cls = state_cls or self.state_class
         out = []
@@ -504,6 +703,32 @@ class BaseCheckpointer:
                 )
             )
         return out
+
+    async def _custom_history(
+        self,
+        config: dict[str, Any],
+        key: ThreadKey,
+        limit: int | None,
+        before: int | None,
+        state_cls: type[AgentState] | None,
+    ) -> list[StateSnapshot]:
+        """A checkpointer of the application's own keeps no history: its latest state only."""
+        state = await self.aget_state(dict(config), state_cls or self.state_class)
+        version = self._custom_versions.get(key, 1)
+        if state is None or limit == 0 or (before is not None and version >= before):
+            return []
+        meta = state.execution_meta
+        status = str(getattr(meta, "status", "completed"))
+        return [
+            StateSnapshot(
+                thread_id=key.thread_id,
+                version=version,
+                state=state,
+                status=status,
+                next_node=meta.current_node if status == "running" else None,
+                created_at=time.time(),
+            )
+        ]
 
     def get_state_history(
         self, config: dict[str, Any], limit: int | None = None, before: int | None = None
@@ -524,12 +749,12 @@ class BaseCheckpointer:
         """The state exactly as it was at ``version``.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when that version is not kept (or the
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept (or the
                 thread is another user's).
         """
         await self._ensure_setup()
         key = self._key(config)
-        rec = await self.store.read(key, int(version))
+        rec = await self._tier("aget_version").read(key, int(version))
         if rec is None:
             raise ResourceNotFoundError(
                 f"thread {key.thread_id!r} has no kept version {version}",
@@ -538,7 +763,8 @@ class BaseCheckpointer:
         return self._decode(rec, state_cls or self.state_class).state
 
     async def aclean_thread(self, config: dict[str, Any]) -> bool:
-        """Delete every version, message, ledger row and flag of the thread.
+        """Delete every version, message, ledger row and flag of the thread, and its
+        state-cache entry (``aput_state_cache``).
 
         Returns:
             ``True`` when the thread existed.
@@ -549,7 +775,10 @@ class BaseCheckpointer:
         await self._ensure_setup()
         key = self._key(config)
         self._seen.pop(key, None)
-        return await self.store.delete_thread(key)
+        existed = await self._tier("aclean_thread").delete_thread(key)
+        # The thread's state-cache entry goes with it (after the owner check above passed).
+        await self.cache_values.kv_delete(_STATE_CACHE_NS, self._state_cache_key(config))
+        return existed
 
     def clean_thread(self, config: dict[str, Any]) -> bool:
         """Sync twin of :meth:`aclean_thread`."""
@@ -579,8 +808,12 @@ class BaseCheckpointer:
         """
         await self._ensure_setup()
         cfg = dict(config or {})
+        # Validated like any config (LangGraph's configurable user_id included); no thread needed.
+        normalize_config(cfg, require_thread=False, new_run=False)
         user = str(cfg.get("user_id", "anonymous")) if self.enforce_user_isolation else "*"
-        threads = await self.store.list_threads(user, limit=None if search else limit, offset=0 if search else (offset or 0))
+        threads = await self._tier("alist_threads").list_threads(
+            user, limit=None if search else limit, offset=0 if search else (offset or 0)
+        )
         if search:
             threads = [t for t in threads if search in t.thread_id]
             start = offset or 0
@@ -603,7 +836,7 @@ class BaseCheckpointer:
         """The :class:`ThreadInfo` of the config's thread, or ``None`` (missing or foreign)."""
         await self._ensure_setup()
         key = self._key(config)
-        for info in await self.store.list_threads(key.user_id):
+        for info in await self._tier("aget_thread").list_threads(key.user_id):
             if info.thread_id == key.thread_id:
                 return info
         return None
@@ -620,7 +853,7 @@ class BaseCheckpointer:
                 ``metadata`` is taken.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when the thread has no checkpoint yet.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread has no checkpoint yet.
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` when metadata is not JSON data.
         """
@@ -632,7 +865,7 @@ class BaseCheckpointer:
             raise SerializationError(
                 f"thread metadata must be JSON data: {exc}", context={"path": "$"}
             ) from None
-        await self.store.set_thread_metadata(self._key(config), meta)
+        await self._tier("aput_thread").set_thread_metadata(self._key(config), meta)
 
     def put_thread(self, config: dict[str, Any], thread_info: dict[str, Any] | ThreadInfo) -> None:
         """Sync twin of :meth:`aput_thread`."""
@@ -675,7 +908,7 @@ class BaseCheckpointer:
         """One message of the thread's latest state by id.
 
         Raises:
-            ResourceNotFoundError: ``STORAGE_NOT_FOUND_001`` when no such message.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when no such message.
         """
         state = await self.aget_state(config)
         for m in state.context if state is not None else []:
@@ -740,5 +973,240 @@ class BaseCheckpointer:
         """Sync twin of :meth:`adelete_message`."""
         return run_sync(self.adelete_message, config, message_id, sync_name="delete_message", async_name="adelete_message")
 
+    # -- 10xGraph reference names (checkpointers reference page) ---------------------------------
+    async def aget_messages(
+        self,
+        config: dict[str, Any],
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """The reference page's name for ``alist_messages`` (same arguments and result)."""
+        return await self.alist_messages(config, search, offset, limit)
+
+    def get_messages(
+        self,
+        config: dict[str, Any],
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Sync twin of ``aget_messages``."""
+        return run_sync(
+            self.aget_messages, config, search, offset, limit, sync_name="get_messages", async_name="aget_messages"
+        )
+
+    async def aget_threads(
+        self,
+        config: dict[str, Any] | None = None,
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[ThreadInfo]:
+        """The reference page's name for ``alist_threads`` (same arguments and result)."""
+        return await self.alist_threads(config, search, offset, limit)
+
+    def get_threads(
+        self,
+        config: dict[str, Any] | None = None,
+        search: str | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[ThreadInfo]:
+        """Sync twin of ``aget_threads``."""
+        return run_sync(
+            self.aget_threads, config, search, offset, limit, sync_name="get_threads", async_name="aget_threads"
+        )
+
+    async def adelete_thread(self, config: dict[str, Any]) -> bool:
+        """The reference page's name for ``aclean_thread``: delete every version, message,
+        ledger row and flag of the thread. Returns ``True`` when it existed.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+        """
+        return await self.aclean_thread(config)
+
+    def delete_thread(self, config: dict[str, Any]) -> bool:
+        """Sync twin of ``adelete_thread``."""
+        return run_sync(self.adelete_thread, config, sync_name="delete_thread", async_name="adelete_thread")
+
+    # -- generic cache values and the state cache -------------------------------------------------
+    async def aput_cache_value(
+        self, namespace: str, key: str, value: Any, ttl_seconds: float | None = None
+    ) -> None:
+        """Store an application value in the checkpointer's cache tier (Redis for a
+        ``PgCheckpointer`` with Redis, else this process; the database file for
+        ``SqliteCheckpointer``). Not part of any thread and never read by a run.
+
+        Args:
+            namespace: a non-empty str grouping keys (``"llm-cache"``); names starting with
+                ``"__tenxgraph"`` are reserved.
+            key: a non-empty str.
+            value: JSON data, or any value tenxgraph's stores can encode (datetimes, UUIDs,
+                bytes ... come back with their type; Pydantic models come back as dicts).
+            ttl_seconds: expiry in seconds; ``None`` (default) never expires.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` for an empty or reserved namespace, an empty
+                key, or a ``ttl_seconds`` that is not a positive number.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be
+                encoded (``context["path"]``).
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the tier could not store it.
+        """
+        ns = self._check_namespace(namespace)
+        k = _check_cache_name("key", key)
+        ttl = _check_ttl(ttl_seconds)
+        data = serde.dumps(value)
+        await self._ensure_setup()
+        await self.cache_values.kv_put(ns, k, data, ttl)
+
+    def put_cache_value(
+        self, namespace: str, key: str, value: Any, ttl_seconds: float | None = None
+    ) -> None:
+        """Sync twin of ``aput_cache_value``."""
+        run_sync(
+            self.aput_cache_value, namespace, key, value, ttl_seconds,
+            sync_name="put_cache_value", async_name="aput_cache_value",
+        )
+
+    async def aget_cache_value(self, namespace: str, key: str) -> Any | None:
+        """The value stored by ``aput_cache_value``, or ``None`` when missing or expired.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` for an empty or reserved namespace or key.
+        """
+        ns = self._check_namespace(namespace)
+        k = _check_cache_name("key", key)
+        await self._ensure_setup()
+        raw = await self.cache_values.kv_get(ns, k)
+        return None if raw is None else serde.loads(raw)
+
+    def get_cache_value(self, namespace: str, key: str) -> Any | None:
+        """Sync twin of ``aget_cache_value``."""
+        return run_sync(
+            self.aget_cache_value, namespace, key, sync_name="get_cache_value", async_name="aget_cache_value"
+        )
+
+    async def aclear_cache_value(self, namespace: str, key: str) -> bool:
+        """Delete one cache value.
+
+        Returns:
+            ``True`` when a live (unexpired) value was there.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` for an empty or reserved namespace or key.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the tier could not delete it.
+        """
+        ns = self._check_namespace(namespace)
+        k = _check_cache_name("key", key)
+        await self._ensure_setup()
+        return await self.cache_values.kv_delete(ns, k)
+
+    def clear_cache_value(self, namespace: str, key: str) -> bool:
+        """Sync twin of ``aclear_cache_value``."""
+        return run_sync(
+            self.aclear_cache_value, namespace, key, sync_name="clear_cache_value", async_name="aclear_cache_value"
+        )
+
+    async def alist_cache_keys(self, namespace: str, prefix: str | None = None) -> list[str]:
+        """Live keys of ``namespace`` that start with ``prefix`` (all when ``None``), sorted.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` for an empty or reserved namespace.
+        """
+        ns = self._check_namespace(namespace)
+        if prefix is not None and not isinstance(prefix, str):
+            raise ValidationError("prefix must be a str or None", context={"field": "prefix"})
+        await self._ensure_setup()
+        return await self.cache_values.kv_keys(ns, prefix)
+
+    def list_cache_keys(self, namespace: str, prefix: str | None = None) -> list[str]:
+        """Sync twin of ``alist_cache_keys``."""
+        return run_sync(
+            self.alist_cache_keys, namespace, prefix, sync_name="list_cache_keys", async_name="alist_cache_keys"
+        )
+
+    @staticmethod
+    def _check_namespace(namespace: Any) -> str:
+        ns = _check_cache_name("namespace", namespace)
+        if ns.startswith(_RESERVED_NS):
+            raise ValidationError(
+                f"cache namespaces starting with {_RESERVED_NS!r} are reserved",
+                context={"field": "namespace"},
+            )
+        return ns
+
+    def _state_cache_key(self, config: dict[str, Any] | None) -> str:
+        key = self._key(config)
+        # Owner and thread, unambiguously joined: another user never reads this entry.
+        return orjson.dumps([key.user_id, key.thread_id]).decode()
+
+    async def aput_state_cache(self, config: dict[str, Any], state: AgentState) -> AgentState:
+        """Write ``state`` to the thread's fast cache entry (10xGraph's "realtime" state), in
+        the cache tier (Redis for ``PgCheckpointer`` with Redis, else this process; the
+        database file for ``SqliteCheckpointer``). Not a checkpoint: no version is written and
+        a run never reads it; the durable state stays where ``aput_state`` and runs put it.
+        Scoped by owner like every other read. Expires after ``state_cache_ttl_s`` (Postgres:
+        ``cache_ttl``; others: never).
+
+        Returns:
+            ``state``.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` when ``state`` is not an ``AgentState``.
+            ConfigError: ``CONFIG_001`` for a missing or invalid ``thread_id``.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` for a value that cannot be encoded.
+        """
+        if not isinstance(state, AgentState):
+            raise ValidationError(
+                f"aput_state_cache expects an AgentState, got {type(state).__name__}",
+                context={"field": "state"},
+            )
+        key = self._state_cache_key(config)
+        values = serde.encode_values(state)
+        msgs = [serde.encode_message(m, f"$.context[{i}]") for i, m in enumerate(state.context)]
+        blob = len(values).to_bytes(8, "big") + values + b"[" + b",".join(msgs) + b"]"
+        await self._ensure_setup()
+        await self.cache_values.kv_put(_STATE_CACHE_NS, key, blob, self.state_cache_ttl_s)
+        return state
+
+    def put_state_cache(self, config: dict[str, Any], state: AgentState) -> AgentState:
+        """Sync twin of ``aput_state_cache``."""
+        return run_sync(
+            self.aput_state_cache, config, state, sync_name="put_state_cache", async_name="aput_state_cache"
+        )
+
+    async def aget_state_cache(
+        self, config: dict[str, Any], state_cls: type[AgentState] | None = None
+    ) -> AgentState | None:
+        """The state last written by ``aput_state_cache`` for the config's thread and
+        user, or ``None`` (missing, expired, or undecodable against the state class, which is
+        logged and dropped).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for a missing or invalid ``thread_id``.
+        """
+        key = self._state_cache_key(config)
+        await self._ensure_setup()
+        blob = await self.cache_values.kv_get(_STATE_CACHE_NS, key)
+        if blob is None:
+            return None
+        cls = state_cls or self.state_class
+        try:
+            n = int.from_bytes(blob[:8], "big")
+            values = serde.decode_values(cls, blob[8 : 8 + n])
+            msgs = [Message.model_validate(m) for m in serde.loads(blob[8 + n :])]
+            return cls.model_construct(**values, context=MessageList(msgs))
+        except Exception as exc:  # noqa: BLE001 - a cache entry that does not decode is a miss
+            log.warning("state cache entry could not be decoded (%s): dropped", type(exc).__name__)
+            await self.cache_values.kv_delete(_STATE_CACHE_NS, key)
+            return None
+
+    def get_state_cache(self, config: dict[str, Any]) -> AgentState | None:
+        """Sync twin of ``aget_state_cache``."""
+        return run_sync(self.aget_state_cache, config, sync_name="get_state_cache", async_name="aget_state_cache")
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(store={self.store.name!r}, state_history_limit={self.state_history_limit})"
+        name = self.store.name if self.store is not None else None
+        return f"{type(self).__name__}(store={name!r}, state_history_limit={self.state_history_limit})"

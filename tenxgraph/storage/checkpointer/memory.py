@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.kv import MemoryKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.memory import MemoryStore
@@ -10,7 +11,7 @@ from tenxgraph.storage.memory import MemoryStore
 __all__ = ["InMemoryCheckpointer"]
 
 
-class InMemoryCheckpointer(BaseCheckpointer):
+class InMemoryCheckpointer(BaseCheckpointer[StateT]):
     """Checkpoints kept in this process (lost on exit), with every guarantee of DESIGN section 3
     that applies to one process: versioned history, compare-and-swap, user isolation, diff-only
     writes, the tool ledger.
@@ -19,6 +20,8 @@ class InMemoryCheckpointer(BaseCheckpointer):
         state_history_limit: versions kept per thread (default 20; ``0``/``None`` keeps all).
         enforce_user_isolation: default ``True`` (see :class:`BaseCheckpointer`).
         lru_max_entries: decoded threads kept ready in the in-process LRU (count).
+        cache_max_entries: entries kept by the cache methods (``aput_cache_value``,
+            ``aput_state_cache``), least recently used evicted first (count).
 
     Stored data is encoded exactly as the durable stores encode it, so a value that could not
     be stored in Postgres cannot be stored here either.
@@ -30,10 +33,12 @@ class InMemoryCheckpointer(BaseCheckpointer):
         enforce_user_isolation: bool = True,
         *,
         lru_max_entries: int = 1024,
+        cache_max_entries: int = 10_000,
     ) -> None:
         store = LayeredStore(MemoryStore(), caches=[LRUCache(max_entries=lru_max_entries)])
         super().__init__(
             store,
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
+            cache_values=MemoryKV(max_entries=cache_max_entries),
         )

@@ -7,7 +7,8 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ConfigError
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
@@ -37,7 +38,7 @@ def redis_namespace(conninfo: str, schema: str, table_prefix: str) -> str:
     return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
 
 
-class PgCheckpointer(BaseCheckpointer):
+class PgCheckpointer(BaseCheckpointer[StateT]):
     """Checkpoints in PostgreSQL (psycopg 3 + ``psycopg_pool``), cached in this process (LRU)
     and, when a Redis is given, in Redis shared by every instance. Every guarantee of DESIGN
     section 3 holds across processes and machines.
@@ -62,9 +63,15 @@ class PgCheckpointer(BaseCheckpointer):
         enforce_user_isolation: default ``True`` (see :class:`BaseCheckpointer`).
         user_id_type: kept for 10xGraph compatibility; user ids are stored as text whatever
             their type (``"string"``, ``"int"``, ``"bigint"`` are accepted).
+        id_type: 10xGraph's type of thread and message ids (``"string"``, ``"int"``,
+            ``"bigint"``); tenxgraph stores ids as text and accepts ``int`` thread ids in the
+            config whatever this says, so it is only checked.
         release_resources: on :meth:`aclose`, also close a ``pg_pool`` / ``redis`` client /
             ``redis_pool`` the application passed in (the checkpointer always closes what it
-            created itself).
+            created itself). Default ``False`` (the application closes what it owns), as 10xGraph's
+            durability guide gives it.
+        db_url: the name 10xGraph's Postgres integration page uses for ``postgres_dsn`` (the
+            reference page's name); accepted as an alias, not together with it.
         table_prefix: prefix of every table name (default ``"tenxgraph_"``).
         redis_prefix: prefix of every Redis key (default ``"tenxgraph:"``). The checkpointer
             appends a digest of the database's host, port and name, the schema and the table
@@ -83,10 +90,15 @@ class PgCheckpointer(BaseCheckpointer):
         redis_cluster: ``redis_url`` names a node of a Redis Cluster (the client is a
             ``redis.asyncio.cluster.RedisCluster``); or pass a ``RedisCluster`` as ``redis=``.
 
+    The cache methods (``aput_cache_value``, ``aput_state_cache`` ...) keep their entries in
+    Redis when there is a Redis tier (shared by every instance; the state cache expires after
+    ``cache_ttl``), else in this process.
+
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
-            given, an unknown ``user_id_type``, a bad ``pooler`` or ``partitions``, or
-            ``redis_cluster=True`` without ``redis_url`` (or with ``redis``/``redis_pool``).
+            given, both ``postgres_dsn`` and ``db_url``, an unknown ``user_id_type`` or
+            ``id_type``, a bad ``pooler`` or ``partitions``, or ``redis_cluster=True`` without
+            ``redis_url`` (or with ``redis``/``redis_pool``).
     """
 
     def __init__(
@@ -103,8 +115,10 @@ class PgCheckpointer(BaseCheckpointer):
         state_history_limit: int | None = 20,
         enforce_user_isolation: bool = True,
         user_id_type: str = "string",
-        release_resources: bool = True,
+        release_resources: bool = False,
+        id_type: str = "string",
         *,
+        db_url: str | None = None,
         table_prefix: str = "tenxgraph_",
         redis_prefix: str = "tenxgraph:",
         lru_max_entries: int = 1024,
@@ -112,6 +126,13 @@ class PgCheckpointer(BaseCheckpointer):
         partitions: int | None = None,
         redis_cluster: bool = False,
     ) -> None:
+        if db_url is not None:
+            if postgres_dsn is not None:
+                raise ConfigError(
+                    "give postgres_dsn= or its alias db_url=, not both",
+                    context={"key": "db_url"},
+                )
+            postgres_dsn = db_url
         if (postgres_dsn is None) == (pg_pool is None):
             raise ConfigError(
                 "PgCheckpointer needs exactly one of postgres_dsn= or pg_pool=",
@@ -128,8 +149,14 @@ class PgCheckpointer(BaseCheckpointer):
                 "redis= nor redis_pool= (pass a RedisCluster as redis= instead)",
                 context={"key": "redis_cluster"},
             )
+        if id_type not in ("string", "int", "bigint"):
+            raise ConfigError(
+                f"id_type must be 'string', 'int' or 'bigint', got {id_type!r}",
+                context={"key": "id_type"},
+            )
         self.schema = schema
         self.user_id_type = user_id_type
+        self.id_type = id_type
         self.release_resources = release_resources
         self._user_pg_pool = pg_pool
         self._user_redis: Any = redis
@@ -163,21 +190,24 @@ class PgCheckpointer(BaseCheckpointer):
 
             redis_client = factory.from_url(redis_url, **redis_pool_config)
             self._own_redis = redis_client
+        kv: Any = MemoryKV()
         if redis_client is not None or redis_url:
             from tenxgraph.storage.redis import RedisCache
 
             if redis_client is not None:
-                caches.append(RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl))
+                tier = RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl)
             else:
-                caches.append(
-                    RedisCache(
-                        redis_url, prefix=redis_prefix, ttl_s=cache_ttl, cluster=redis_cluster
-                    )
+                tier = RedisCache(
+                    redis_url, prefix=redis_prefix, ttl_s=cache_ttl, cluster=redis_cluster
                 )
+            caches.append(tier)
+            kv = RedisKV(tier.client, redis_prefix)
         super().__init__(
             LayeredStore(pg, caches=caches),
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
+            cache_values=kv,
+            state_cache_ttl_s=float(cache_ttl),
         )
 
     async def aclose(self) -> None:
