@@ -107,7 +107,7 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ('from tenxgraph.utils.logging import setup_structured_logging', 'how-to/production/logging-and-metrics'),
 )
 
-#: Provided by the run-behaviour half of issue 12 (streaming): expected to fail here until merged.
+#: Provided by the run-behaviour half of issue 12 (streaming).
 RUNS_HALF_IMPORTS: tuple[tuple[str, str], ...] = (
     ('from tenxgraph.core.state import AgentState, Message, StreamEvent', 'how-to/python/stream-graph'),
     ('from tenxgraph.core.state import Message, StreamEvent', 'how-to/python/stream-graph'),
@@ -374,7 +374,11 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(("line", "pages"), DOCUMENTED_IMPORTS, ids=[x[0] for x in DOCUMENTED_IMPORTS])
+@pytest.mark.parametrize(
+    ("line", "pages"),
+    DOCUMENTED_IMPORTS + RUNS_HALF_IMPORTS,
+    ids=[x[0] for x in DOCUMENTED_IMPORTS + RUNS_HALF_IMPORTS],
+)
 def test_documented_import_line_runs_in_a_fresh_interpreter(line: str, pages: str) -> None:
     proc = _run(line)
     assert proc.returncode == 0, f"{line!r} (from {pages}) failed:\n{proc.stderr}"
@@ -383,7 +387,6 @@ def test_documented_import_line_runs_in_a_fresh_interpreter(line: str, pages: st
 _PENDING = [
     pytest.param(line, pages, id=line, marks=pytest.mark.xfail(strict=True, reason=reason))
     for reason, rows in (
-        ("issue 12, run-behaviour half (streaming): move to DOCUMENTED_IMPORTS when merged", RUNS_HALF_IMPORTS),
         ("Agent/ToolNode/callback/context-manager surface: a separate issue", AGENT_SURFACE_IMPORTS),
     )
     for line, pages in rows
