@@ -62,6 +62,7 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MIGRATIONS
+from tenxgraph.storage._pg_connect import aconnect_first, connect_first
 from tenxgraph.storage.base import (
     CheckpointWrite,
     LedgerEntry,
@@ -142,6 +143,7 @@ class _LoopPool:
     pool: AsyncConnectionPool
     guard: asyncio.Task[None] | None = None
     ready: bool = False
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
 
 class PostgresStore:
@@ -205,6 +207,7 @@ class PostgresStore:
         self.connect_timeout_s = float(connect_timeout_s)
 
         conninfo = self._dsn if self._dsn is not None else str(getattr(pool, "conninfo", ""))
+        _refuse_unencoded_at(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -212,6 +215,11 @@ class PostgresStore:
                 f"cannot parse the Postgres DSN {redact(conninfo)!r}: {redact(exc)}",
                 context={"key": "dsn"},
             ) from None
+        #: the DSN's password (as written and decoded), masked wherever a message quotes it.
+        self._secrets: tuple[str, ...] = tuple(
+            s for s in {str(params.get("password") or ""), _url_password(conninfo)} if s
+        )
+        self._user: str | None = params.get("user")
         host = str(params.get("host") or params.get("hostaddr") or "localhost").split(",")[0]
         port = str(params.get("port") or "5432").split(",")[0]
         dbname = params.get("dbname") or params.get("user")
@@ -283,6 +291,9 @@ class PostgresStore:
         if self._user_pool is not None:
             if not self._user_pool_ready:
                 if self._user_pool.closed:
+                    await self._first_connection(
+                        str(self._user_pool.conninfo), dict(self._user_pool.kwargs or {})
+                    )
                     await self._user_pool.open()
                 self._user_pool_ready = True
             return self._user_pool
@@ -296,9 +307,27 @@ class PostgresStore:
             entry = _LoopPool(pool, loop.create_task(_close_on_loop_shutdown(pool)))
             self._pools[loop] = entry
         if not entry.ready:
-            await entry.pool.open()  # idempotent: concurrent first callers all wait here
-            entry.ready = True
+            async with entry.lock:  # concurrent first callers all wait here
+                if not entry.ready:
+                    await self._first_connection(self._dsn or "", self._conn_kwargs)
+                    await entry.pool.open()
+                    entry.ready = True
         return entry.pool
+
+    async def _first_connection(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+        """Connect once before a pool opens, so a permanent failure (authentication, unknown
+        role or database, unresolvable host, TLS) raises at once instead of after the pool's
+        timeout, and a transient one is retried with one log line per attempt
+        (:mod:`tenxgraph.storage._pg_connect`)."""
+        conn = await aconnect_first(
+            conninfo,
+            dict(kwargs),
+            timeout_s=float(self._pool_args.get("timeout", 30.0)),
+            target=self._target,
+            user=self._user,
+            secrets=self._secrets,
+        )
+        await conn.close()
 
     def _retire_dead_loops(self) -> None:
         """Forget the pools of event loops that are closed (their tasks died with them)."""
@@ -389,7 +418,7 @@ class PostgresStore:
         """The tenxgraph error for a driver error (message redacted, never raw)."""
         sqlstate = getattr(exc, "sqlstate", None)
         context = {"backend": "postgresql", "sqlstate": sqlstate}
-        detail = redact(str(exc).strip()) or type(exc).__name__
+        detail = redact(" ".join(str(exc).split()), self._secrets) or type(exc).__name__
         if isinstance(exc, PoolClosed):
             return StorageError(
                 f"the Postgres connection pool for {self._target} is closed: {detail}",
@@ -494,7 +523,14 @@ class PostgresStore:
             kwargs.setdefault("connect_timeout", max(2, math.ceil(self.connect_timeout_s)))
         kwargs["autocommit"] = True
         kwargs.pop("row_factory", None)
-        return psycopg.connect(conninfo, **kwargs)
+        return connect_first(
+            conninfo,
+            kwargs,
+            timeout_s=float(self._pool_args.get("timeout", 30.0)),
+            target=self._target,
+            user=self._user,
+            secrets=self._secrets,
+        )
 
     async def _asetup_on(self, conn: psycopg.AsyncConnection) -> None:
         found = await _adrive(conn, self._probe_plan(), tx=False)
@@ -953,6 +989,30 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+_URL_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://(?P<auth>[^?#]*)")
+
+
+def _refuse_unencoded_at(conninfo: str) -> None:
+    """Refuse a URL whose user-info holds an unencoded ``@``: libpq would split it at the
+    first ``@`` and send the rest of the password to the DNS as a host name."""
+    m = _URL_USERINFO.match(conninfo.strip())
+    if m and m.group("auth").count("@") > 1:
+        raise ConfigError(
+            f"the Postgres URL {redact(conninfo)!r} has more than one '@' before the host: "
+            "percent-encode '@' in the user name or password as %40",
+            context={"key": "dsn"},
+        )
+
+
+def _url_password(conninfo: str) -> str:
+    """The password of a URL DSN as written (percent-encoded), or ``""``."""
+    m = _URL_USERINFO.match(conninfo.strip())
+    if not m or "@" not in m.group("auth"):
+        return ""
+    userinfo = m.group("auth").rsplit("@", 1)[0]
+    return userinfo.split(":", 1)[1] if ":" in userinfo else ""
+
+
 def _pairs(flat: list[int] | None) -> tuple[Range, ...]:
     """``[s1, e1, s2, e2, ...]`` -> ``((s1, e1), (s2, e2), ...)``."""
     if not flat:
