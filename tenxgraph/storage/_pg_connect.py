@@ -239,13 +239,12 @@ async def aconnect_first(
             if failure.permanent:
                 raise permanent_error(exc, failure, target, user, secrets) from None
             left = timeout_s - (time.monotonic() - start)
-            pause = _backoff(attempt)
-            if left <= pause:
+            if left <= 0.01:
                 raise _unreachable(
                     exc, failure, target, attempt, time.monotonic() - start, secrets
                 ) from None
             _log_attempt(exc, failure, target, attempt, left, secrets)
-            await asyncio.sleep(pause)
+            await asyncio.sleep(min(_backoff(attempt), left))
 
 
 def connect_first(
@@ -275,10 +274,9 @@ def connect_first(
             if failure.permanent:
                 raise permanent_error(exc, failure, target, user, secrets) from None
             left = timeout_s - (time.monotonic() - start)
-            pause = _backoff(attempt)
-            if left <= pause:
+            if left <= 0.01:
                 raise _unreachable(
                     exc, failure, target, attempt, time.monotonic() - start, secrets
                 ) from None
             _log_attempt(exc, failure, target, attempt, left, secrets)
-            time.sleep(pause)
+            time.sleep(min(_backoff(attempt), left))
