@@ -42,7 +42,7 @@ def test_documented_imports() -> None:
         ("tenxgraph.core.graph", {"Agent", "CompiledGraph", "StateGraph", "StreamChunk", "StreamEvent", "ToolNode"}),
         (
             "tenxgraph.storage.checkpointer",
-            {"BaseCheckpointer", "InMemoryCheckpointer", "Loaded", "PgCheckpointer", "SqliteCheckpointer", "StateSnapshot"},
+            {"ADMIN_SCOPE", "BaseCheckpointer", "InMemoryCheckpointer", "Loaded", "PgCheckpointer", "SqliteCheckpointer", "StateSnapshot"},
         ),
     ],
 )

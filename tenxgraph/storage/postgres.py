@@ -489,6 +489,26 @@ class PostgresStore:
             except psycopg.Error as exc:
                 raise self._translate(exc) from None
 
+    async def aschema_status(self) -> tuple[int | None, int]:
+        """The schema version found in the database and the one this code uses, without
+        creating, migrating or locking anything (one catalog lookup, one read).
+
+        Returns:
+            ``(found, supported)``; ``found`` is ``None`` when the tables do not exist.
+
+        Raises:
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` when the database holds a newer schema.
+            StorageConnectionError: ``STORAGE_CONNECT_001`` when the server refuses for good.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server is unreachable.
+        """
+        try:
+            pool = await self._get_pool()
+            async with pool.connection() as conn:
+                found = await _adrive(conn, self._probe_plan(), tx=False)
+        except psycopg.Error as exc:
+            raise self._translate(exc) from None
+        return found, CURRENT_VERSION
+
     def setup(self, conn: psycopg.Connection | None = None) -> None:
         """Sync twin of :meth:`asetup` on a plain (sync) psycopg connection.
 
