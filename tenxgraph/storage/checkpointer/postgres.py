@@ -3,7 +3,10 @@ above it (DESIGN section 4)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ConfigError
@@ -150,6 +153,40 @@ class PgCheckpointer(BaseCheckpointer):
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
         )
+        self._loop_guards: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Task[None]
+        ] = weakref.WeakKeyDictionary()
+
+    async def _ensure_setup(self) -> None:
+        self._guard_loop()
+        await super()._ensure_setup()
+
+    def _guard_loop(self) -> None:
+        """On the first call from an event loop, start a task that disconnects the Redis
+        connections this checkpointer created when that loop shuts down (``asyncio.run``
+        cancels it), so an application that never calls ``aclose()`` leaves no unclosed
+        socket behind (no ``ResourceWarning``). Postgres pools do the same in
+        ``PostgresStore``. The clients stay usable: a later call reconnects."""
+        pools = self._own_redis_pools()
+        if not pools:
+            return
+        loop = asyncio.get_running_loop()
+        if loop in self._loop_guards:
+            return
+        for old in [lp for lp in self._loop_guards if lp.is_closed()]:
+            self._loop_guards.pop(old, None)
+        # held here: the loop itself keeps only a weak reference to its tasks
+        self._loop_guards[loop] = loop.create_task(
+            _disconnect_on_loop_shutdown(pools), name="tenxgraph-redis-guard"
+        )
+
+    def _own_redis_pools(self) -> list[Any]:
+        """The redis-py connection pools of the Redis clients this checkpointer created."""
+        clients = [self._own_redis] if self._own_redis is not None else []
+        for cache in getattr(self.store, "caches", ()):
+            if getattr(cache, "_owns_client", False):
+                clients.append(getattr(cache, "_client", None))
+        return [c.connection_pool for c in clients if getattr(c, "connection_pool", None)]
 
     async def aclose(self) -> None:
         """Release the pools and clients this checkpointer created (and, with
@@ -170,3 +207,13 @@ class PgCheckpointer(BaseCheckpointer):
             rpool, self._user_redis_pool = self._user_redis_pool, None
             if rpool is not None:
                 await rpool.aclose()
+
+
+async def _disconnect_on_loop_shutdown(pools: list[Any]) -> None:
+    """Wait until cancelled (the loop is shutting down), then disconnect ``pools``."""
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        for pool in pools:
+            with contextlib.suppress(Exception):  # best effort at shutdown
+                await pool.disconnect()
