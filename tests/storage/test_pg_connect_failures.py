@@ -164,3 +164,46 @@ def test_unencoded_at_in_a_url_password_is_refused_before_connecting() -> None:
         PostgresStore("postgresql://bob:Pa@ss-word@127.0.0.1:5432/test")
     assert "%40" in str(info.value)
     assert "ss-word" not in str(info.value) and "Pa@" not in str(info.value)
+
+
+def test_twenty_failing_setups_never_show_a_password(cluster: PrivateCluster) -> None:
+    """Every exception text, log record, span and CLI output of 20 failing setups (URL and
+    key/value DSNs, quoted passwords with spaces, unencoded '@', SQLAlchemy URLs, query
+    passwords, wrong passwords, TLS, Redis URLs, an application pool) holds no password."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from _private_pg import _free_port
+
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here)])}
+    proc = subprocess.run(
+        [sys.executable, str(here / "_failing_setups.py"), str(cluster.port), str(_free_port())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout)
+    assert len(results) == 20
+    leaks = []
+    for n, case in enumerate(results, 1):
+        blob = "\n".join(case["seen"] + case["logs"] + case["spans"])
+        # not vacuous: each setup produced errors or CLI output to look at
+        assert any("exit " in s for s in case["seen"]), n
+        leaks += [(n, s) for s in case["secrets"] if s in blob]
+    assert leaks == []
+    assert proc.stderr.count("Wrong-pw-10") == 0 and proc.stderr.count("Pool pw 20") == 0
+
+
+def test_cli_wrong_password_exits_4(cluster: PrivateCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    from tenxgraph.cli import EXIT_PERMISSION, main
+
+    for argv in (["setup"], ["threads", "list"]):
+        assert main([*argv, "--dsn", cluster.kv_dsn("Not it 99")]) == EXIT_PERMISSION
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "password" in err and "Not it 99" not in err

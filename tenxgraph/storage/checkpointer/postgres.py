@@ -157,6 +157,12 @@ class PgCheckpointer(BaseCheckpointer):
             asyncio.AbstractEventLoop, asyncio.Task[None]
         ] = weakref.WeakKeyDictionary()
 
+    def __repr__(self) -> str:
+        source = getattr(self.store, "source", self.store)
+        redis = [c for c in getattr(self.store, "caches", ()) if getattr(c, "name", "") == "redis"]
+        cache = f", redis={redis[0]!r}" if redis else ""
+        return f"PgCheckpointer(postgres={source!r}{cache})"
+
     async def _ensure_setup(self) -> None:
         self._guard_loop()
         await super()._ensure_setup()
