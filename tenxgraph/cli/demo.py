@@ -184,6 +184,7 @@ async def _demo_async(args: argparse.Namespace) -> int:
             if await cp.aledger_count(cfg) >= calls_before + n_calls - 1:
                 break
             await asyncio.sleep(0.05)
+        assert proc.pid is not None  # started above
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
         before = await cp.aget_state(cfg)

@@ -456,7 +456,7 @@ def run_fleet(
     # forkserver: a restarted worker is forked from a server process that has already imported
     # tenxgraph (fast restarts after SIGKILL), never from this process with its threads.
     methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    ctx: Any = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
         ctx.set_forkserver_preload(
             [
@@ -555,13 +555,15 @@ def run_fleet(
             timeout = max(0.0, min(0.2, kills[0][0] - time.monotonic())) if kills else 0.2
             objs: list[Any] = [w.conn for w in slots] + [w.proc.sentinel for w in slots]
             for obj in wait(objs, timeout=timeout):
-                w = next((x for x in slots if x.conn is obj or x.proc.sentinel == obj), None)
-                if w is None:
+                hit = next((x for x in slots if x.conn is obj or x.proc.sentinel == obj), None)
+                if hit is None:
                     continue
+                w = hit
+                conn: Any = w.conn
                 if obj is w.conn:
                     try:
-                        while w.conn.poll():
-                            msg = w.conn.recv()
+                        while conn.poll():
+                            msg = conn.recv()
                             if msg[0] == "ready":
                                 w.ready = True
                             elif msg[0] == "done":

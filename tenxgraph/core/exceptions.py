@@ -100,7 +100,9 @@ class TenxGraphError(Exception):
         return (_rebuild_error, (type(self), self.message, self.error_code, self.context))
 
 
-def _rebuild_error(cls: type[TenxGraphError], message: str, code: str, context: dict[str, Any]):
+def _rebuild_error(
+    cls: type[TenxGraphError], message: str, code: str, context: dict[str, Any]
+) -> TenxGraphError:
     err = cls.__new__(cls)
     TenxGraphError.__init__(err, message, code, context)
     return err

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import inspect
 import math
 import re
 import time
@@ -219,7 +220,8 @@ class PostgresStore:
         self._secrets: tuple[str, ...] = tuple(
             s for s in {str(params.get("password") or ""), _url_password(conninfo)} if s
         )
-        self._user: str | None = params.get("user")
+        user = params.get("user")
+        self._user: str | None = str(user) if user is not None else None
         host = str(params.get("host") or params.get("hostaddr") or "localhost").split(",")[0]
         port = str(params.get("port") or "5432").split(",")[0]
         dbname = params.get("dbname") or params.get("user")
@@ -291,9 +293,12 @@ class PostgresStore:
         if self._user_pool is not None:
             if not self._user_pool_ready:
                 if self._user_pool.closed:
-                    await self._first_connection(
-                        str(self._user_pool.conninfo), dict(self._user_pool.kwargs or {})
-                    )
+                    kwargs: Any = self._user_pool.kwargs
+                    if callable(kwargs):  # psycopg_pool also takes a (possibly async) callable
+                        kwargs = kwargs()
+                        if inspect.isawaitable(kwargs):
+                            kwargs = await kwargs
+                    await self._first_connection(str(self._user_pool.conninfo), dict(kwargs or {}))
                     await self._user_pool.open()
                 self._user_pool_ready = True
             return self._user_pool
@@ -1126,7 +1131,9 @@ def _ledger_error(key: ThreadKey, entry: LedgerEntry, detail: str) -> LedgerWrit
     )
 
 
-async def _adrive(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any], *, tx: bool):
+async def _adrive(
+    conn: psycopg.AsyncConnection[Any], plan: Generator[_Op, _Rows, Any], *, tx: bool
+) -> Any:
     """Run a setup plan on ``conn``, in a transaction (a savepoint inside an open one) when
     ``tx`` or when ``conn`` is not autocommit; return the plan's result."""
     if tx or not conn.autocommit:
@@ -1135,7 +1142,9 @@ async def _adrive(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any
     return await _adrive_steps(conn, plan)
 
 
-async def _adrive_steps(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any]):
+async def _adrive_steps(
+    conn: psycopg.AsyncConnection[Any], plan: Generator[_Op, _Rows, Any]
+) -> Any:
     cur = conn.cursor(row_factory=tuple_row)
     rows: _Rows | None = None
     try:
@@ -1147,7 +1156,7 @@ async def _adrive_steps(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Row
         return stop.value
 
 
-def _drive(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any], *, tx: bool):
+def _drive(conn: psycopg.Connection[Any], plan: Generator[_Op, _Rows, Any], *, tx: bool) -> Any:
     """Sync twin of :func:`_adrive`."""
     if tx or not conn.autocommit:
         with conn.transaction():
@@ -1155,7 +1164,7 @@ def _drive(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any], *, tx: bo
     return _drive_steps(conn, plan)
 
 
-def _drive_steps(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any]):
+def _drive_steps(conn: psycopg.Connection[Any], plan: Generator[_Op, _Rows, Any]) -> Any:
     cur = conn.cursor(row_factory=tuple_row)
     rows: _Rows | None = None
     try:

@@ -700,7 +700,7 @@ class SqliteStore:
             return 0
         if not row[0]:
             raise forbidden(key.thread_id)
-        return row[1]
+        return int(row[1])
 
     # -- stop flags ------------------------------------------------------------------------------
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
