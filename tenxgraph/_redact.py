@@ -2,7 +2,7 @@
 
 Every place that may show a connection string, or a driver message that quotes one (errors,
 log records, span attributes, ``repr`` of stores and checkpointers, the CLI), passes it through
-:func:`redact`. It understands:
+``redact``. It understands:
 
 * URLs with credentials, ``scheme://user:password@host/...``, also when the password holds
   unencoded reserved characters (``@``, ``/``, ``:``): everything between the first ``:`` of the
@@ -81,7 +81,7 @@ def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
             (``redis://:pw@h:6379/0``, ``https://h/v1?api_key=k``), or a message quoting one.
         secrets: secret values known to the caller (e.g. the password parsed from its DSN),
             masked wherever they appear; ``None`` and values shorter than
-            :data:`MIN_SECRET_LEN` characters are skipped.
+            ``MIN_SECRET_LEN`` characters are skipped.
 
     Returns:
         The text with each secret masked; the rest (user, host, port, database) unchanged, so

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import PG_DSN
 
 from tenxgraph.cli import EXIT_MISMATCH, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
 
 ROOT = Path(__file__).resolve().parents[1]
+PG_DSN = os.environ.get("TENXGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def _cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:

@@ -132,7 +132,7 @@ async def _open(spec: StoreSpec, *, read_only: bool = False) -> Any:
     ``read_only``, checked without creating or migrating anything (every ``threads`` command).
 
     Raises:
-        CliError: with the exit code of :func:`cli_error` (2 missing tables or bad options,
+        CliError: with the exit code of ``cli_error`` (2 missing tables or bad options,
             3 unreachable, 4 permission).
     """
     from tenxgraph.core.exceptions import ConfigError
@@ -168,7 +168,7 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
         spec: the store, for the message (``None``: not named).
 
     Returns:
-        A :class:`CliError`: 2 for configuration (bad options, unknown role, database or host,
+        A ``CliError``: 2 for configuration (bad options, unknown role, database or host,
         TLS, missing or newer tables), 3 for an unreachable or failing store, 4 for a
         permission refused, 1 for anything unexpected.
     """

@@ -3,7 +3,7 @@
 ``setup`` is the only command that writes DDL. The ``threads`` commands check that the tables
 exist (never creating or migrating them) and see one user's threads, as the application does,
 unless ``--all-users`` asks for the admin scope
-(:data:`tenxgraph.storage.checkpointer.ADMIN_SCOPE`).
+(``tenxgraph.storage.checkpointer.ADMIN_SCOPE``).
 """
 
 from __future__ import annotations

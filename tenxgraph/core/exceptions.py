@@ -7,7 +7,7 @@ classes. Driver errors (sqlite3, psycopg, redis-py) are translated into this fam
 tier that meets them; they never leak raw.
 
 Secrets never appear in messages: callers pass DSNs and URLs through
-``redact`` (re-exported here from :mod:`tenxgraph._redact`, the one redaction routine) before
+``redact`` (re-exported here from ``tenxgraph._redact``, the one redaction routine) before
 putting them into a message or a context; messages are redacted again on construction.
 """
 
@@ -218,7 +218,7 @@ class StorageConnectionError(StorageError):
     Raised on the first connection attempt, without waiting for a pool timeout, when the
     server rejects the credentials (wrong password, unknown role, no ``pg_hba.conf`` entry),
     the database does not exist, the host name cannot be resolved, or the TLS settings cannot
-    work. Not a :class:`TransientStorageError`: fix the DSN or the server's configuration.
+    work. Not a ``TransientStorageError``: fix the DSN or the server's configuration.
     ``context``: ``backend``, ``reason`` (``"password"``, ``"role"``, ``"database"``,
     ``"host"``, ``"tls"``, ``"permission"``), ``target`` (``host:port/dbname``, never the
     password), ``sqlstate`` when the server sent one.

@@ -2,16 +2,16 @@
 
 ``psycopg_pool`` connects in background workers: a pool pointed at a wrong role or database
 keeps retrying, logs each failed attempt, and the caller only learns of it from a
-``PoolTimeout`` after ``timeout`` seconds. So before a pool is opened, :func:`aconnect_first`
-(and :func:`connect_first` for the sync ``setup()``) makes the first connection itself:
+``PoolTimeout`` after ``timeout`` seconds. So before a pool is opened, ``aconnect_first``
+(and ``connect_first`` for the sync ``setup()``) makes the first connection itself:
 
 * a **permanent** failure (wrong password, unknown role or database, no ``pg_hba.conf`` entry,
   a host name that does not resolve, TLS settings that cannot work) raises
-  :class:`~tenxgraph.core.exceptions.StorageConnectionError` at once, naming which;
+  ``tenxgraph.core.exceptions.StorageConnectionError`` at once, naming which;
 * a **transient** one (connection refused, timeout, too many clients, server starting up or
   shutting down) is retried with capped exponential backoff until the deadline (the pool's
   ``timeout``), logging ONE line per attempt, then raises
-  :class:`~tenxgraph.core.exceptions.TransientStorageError`.
+  ``tenxgraph.core.exceptions.TransientStorageError``.
 
 libpq reports startup failures without a SQLSTATE (psycopg's ``OperationalError.sqlstate`` is
 ``None``: the server's error fields are folded into the message), so those are classified by
@@ -113,7 +113,7 @@ def classify(exc: BaseException) -> Failure:
             ``OSError`` and timeouts count as transient).
 
     Returns:
-        The :class:`Failure`: permanent or transient, with its reason.
+        The ``Failure``: permanent or transient, with its reason.
     """
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate in _PERMANENT_SQLSTATES:
@@ -160,7 +160,7 @@ def _detail(exc: BaseException, secrets: tuple[str, ...]) -> str:
 def permanent_error(
     exc: BaseException, failure: Failure, target: str, user: str | None, secrets: tuple[str, ...]
 ) -> StorageConnectionError:
-    """The :class:`StorageConnectionError` for a permanent failure (message names the role and
+    """The ``StorageConnectionError`` for a permanent failure (message names the role and
     the target, never the password)."""
     who = f" as role {user!r}" if user else ""
     return StorageConnectionError(
@@ -256,7 +256,7 @@ def connect_first(
     user: str | None,
     secrets: tuple[str, ...] = (),
 ) -> psycopg.Connection[Any]:
-    """Sync twin of :func:`aconnect_first` (for ``setup()`` outside an event loop).
+    """Sync twin of ``aconnect_first`` (for ``setup()`` outside an event loop).
 
     Raises:
         StorageConnectionError: ``STORAGE_CONNECT_001`` on the first permanent failure.

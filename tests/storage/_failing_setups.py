@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import logging
+import os
 import sys
 import traceback
 from typing import Any
@@ -24,7 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-GOOD_PG = "postgresql://postgres@127.0.0.1:5432/test"
+GOOD_PG = os.environ.get("TENXGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def cases(private_port: int, refused: int) -> list[dict[str, Any]]:

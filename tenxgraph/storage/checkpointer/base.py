@@ -45,7 +45,7 @@ log = logging.getLogger("tenxgraph.checkpointer")
 
 
 class _AdminScope:
-    """Type of :data:`ADMIN_SCOPE` (one instance; not a string, so no user id can equal it)."""
+    """Type of ``ADMIN_SCOPE`` (one instance; not a string, so no user id can equal it)."""
 
     __slots__ = ()
     #: read by ``normalize_config`` to explain where the admin scope is accepted.
@@ -176,7 +176,7 @@ class BaseCheckpointer:
 
     async def acheck_schema(self) -> None:
         """Verify, without creating or migrating anything, that the store's tables exist at the
-        version this code uses; later calls then do not run :meth:`asetup` implicitly. For
+        version this code uses; later calls then do not run ``asetup()`` implicitly. For
         read-only tools (the ``tenxgraph`` CLI's read commands); the in-memory store has no
         schema and always passes.
 
@@ -626,7 +626,7 @@ class BaseCheckpointer:
         """Threads owned by the config's ``user_id``, most recently updated first.
 
         With ``{"user_id": ADMIN_SCOPE}`` (an application's explicit opt-in, see
-        :data:`ADMIN_SCOPE`) every user's threads are listed; each ``ThreadInfo.user_id`` names
+        ``ADMIN_SCOPE``) every user's threads are listed; each ``ThreadInfo.user_id`` names
         the owner to pass to the per-thread APIs.
 
         Args:
