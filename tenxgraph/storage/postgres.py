@@ -55,6 +55,7 @@ from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
     SchemaVersionError,
+    StorageConnectionError,
     StorageError,
     TransientStorageError,
     forbidden,
@@ -404,6 +405,10 @@ class PostgresStore:
                 if attempt == 0 and _connection_gone(exc):
                     await _check_pool(pool)
                     continue
+                if isinstance(exc, PoolTimeout):
+                    refused = await self._refused_for_good()
+                    if refused is not None:
+                        raise refused from None
                 raise self._translate(exc) from None
             except UnicodeEncodeError:
                 raise StorageError(
@@ -412,6 +417,29 @@ class PostgresStore:
                     context={"backend": "postgresql", "sqlstate": None},
                 ) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _refused_for_good(self) -> StorageConnectionError | None:
+        """After a pool timeout, try one connection (error path only): when the server now
+        refuses for good (password changed, role or database dropped while the pool was
+        open), return that ``StorageConnectionError`` to raise instead of a retryable
+        timeout; ``None`` when the failure is transient."""
+        if self._dsn is None:
+            return None  # an application's pool: its connection arguments are its own
+        try:
+            conn = await aconnect_first(
+                self._dsn,
+                dict(self._conn_kwargs),
+                timeout_s=0.0,
+                target=self._target,
+                user=self._user,
+                secrets=self._secrets,
+            )
+        except StorageConnectionError as exc:
+            return exc
+        except StorageError:
+            return None  # transient: the timeout stands
+        await conn.close()
+        return None
 
     async def _get_pool_translated(self) -> AsyncConnectionPool:
         try:

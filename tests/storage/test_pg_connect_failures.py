@@ -207,3 +207,34 @@ def test_cli_wrong_password_exits_4(cluster: PrivateCluster, capsys: pytest.Capt
         assert main([*argv, "--dsn", cluster.kv_dsn("Not it 99")]) == EXIT_PERMISSION
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "password" in err and "Not it 99" not in err
+
+
+def test_password_changed_while_the_pool_is_open_is_reported_as_permanent(
+    cluster: PrivateCluster,
+) -> None:
+    """The pool connected fine; then the role's password changes and its sessions end. After
+    the pool's timeout the error says the password is rejected, not "raise max_size"."""
+    role, old_pw, new_pw = "rotating", "Old-pw-rot-1", "New-pw-rot-2"
+    admin = cluster.kv_dsn()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role} LOGIN SUPERUSER PASSWORD '{old_pw}'")
+    dsn = f"host=127.0.0.1 port={cluster.port} user={role} dbname=test password='{old_pw}'"
+    cp = PgCheckpointer(dsn, schema="t_rot", pool_config={"timeout": 2, "max_size": 2})
+    try:
+        cp.setup()
+        assert cp.get_state({"thread_id": "t"}) is None
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"ALTER ROLE {role} PASSWORD '{new_pw}'")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+        with pytest.raises(StorageConnectionError) as info:
+            cp.get_state({"thread_id": "t2"})
+        assert info.value.context["reason"] == "password"
+        assert old_pw not in str(info.value)
+    finally:
+        cp.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA IF EXISTS t_rot CASCADE")
