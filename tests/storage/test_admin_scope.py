@@ -94,3 +94,19 @@ def test_admin_scope_is_one_object() -> None:
     assert pickle.loads(pickle.dumps(ADMIN_SCOPE)) is ADMIN_SCOPE
     assert repr(ADMIN_SCOPE) == "ADMIN_SCOPE"
     assert not isinstance(ADMIN_SCOPE, str)
+
+
+def test_check_schema_never_creates_tables(pg_dsn: str, pg_schema: str, tmp_path: Path) -> None:
+    from tenxgraph.core.exceptions import SchemaMissingError
+
+    for cp in (PgCheckpointer(pg_dsn, schema=pg_schema), SqliteCheckpointer(tmp_path / "n.sqlite")):
+        with pytest.raises(SchemaMissingError) as info:
+            cp.check_schema()
+        assert info.value.error_code == "STORAGE_SCHEMA_002"
+        assert info.value.context["found"] is None
+        with pytest.raises(SchemaMissingError):
+            cp.check_schema()  # still missing: nothing was created
+        cp.setup()
+        cp.check_schema()
+        cp.close()
+    InMemoryCheckpointer().check_schema()  # no schema to check

@@ -200,6 +200,10 @@ class BaseCheckpointer:
                 )
         self._setup_done = True
 
+    def check_schema(self) -> None:
+        """Sync twin of ``acheck_schema()`` (call it outside an event loop)."""
+        run_sync(self.acheck_schema, sync_name="check_schema", async_name="acheck_schema")
+
     async def _ensure_setup(self) -> None:
         if not self._setup_done:
             await self.asetup()
