@@ -34,6 +34,7 @@ async call, inside the running loop. A call from another event loop (e.g. a seco
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import hashlib
 import inspect
@@ -232,6 +233,9 @@ class PostgresStore:
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = (
             weakref.WeakKeyDictionary()
         )
+        # A store dropped without aclose() closes its pools on their loops (no pending task
+        # destroyed by the garbage collector, no connection left open on the server).
+        weakref.finalize(self, _release_pools, self._pools).atexit = False
 
         # SQL rendered once for this schema and prefix (hot path sends plain text).
         q = _sql.render_all(schema, table_prefix)
@@ -310,13 +314,17 @@ class PostgresStore:
             pool = AsyncConnectionPool(
                 self._dsn or "", kwargs=dict(self._conn_kwargs), open=False, **self._pool_args
             )
-            entry = _LoopPool(pool, loop.create_task(_close_on_loop_shutdown(pool)))
+            # Tasks of the store (the guard, the pool's workers) start in an empty context:
+            # one copied from the caller would hold the caller's run, hence the checkpointer,
+            # and keep an unclosed store alive forever.
+            guard = loop.create_task(_close_on_loop_shutdown(pool), context=contextvars.Context())
+            entry = _LoopPool(pool, keep_task(guard))
             self._pools[loop] = entry
         if not entry.ready:
             async with entry.lock:  # concurrent first callers all wait here
                 if not entry.ready:
                     await self._first_connection(self._dsn or "", self._conn_kwargs)
-                    await entry.pool.open()
+                    await loop.create_task(entry.pool.open(), context=contextvars.Context())
                     entry.ready = True
         return entry.pool
 
@@ -1131,6 +1139,33 @@ async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:
             await pool.close(timeout=1.0)
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
+
+
+#: Guard tasks stay referenced here until they finish: an event loop holds its tasks only
+#: weakly, and a pending task collected with its owner would be "destroyed but pending".
+_LIVE_TASKS: set[asyncio.Task[Any]] = set()
+
+
+def keep_task(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    """Keep ``task`` referenced until it is done; return it."""
+    _LIVE_TASKS.add(task)
+    task.add_done_callback(_LIVE_TASKS.discard)
+    return task
+
+
+def _release_pools(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool]) -> None:
+    """Finalizer of a :class:`PostgresStore` collected without ``aclose()``: ask each pool's
+    guard to close it on its own loop (thread-safe), or drop the sockets of a closed loop."""
+    for loop, entry in list(pools.items()):
+        if entry.guard is None or entry.guard.done():
+            continue
+        if loop.is_closed():
+            _abandon(entry.pool)
+            continue
+        try:
+            loop.call_soon_threadsafe(entry.guard.cancel)
+        except RuntimeError:  # the loop closed meanwhile
+            _abandon(entry.pool)
 
 
 def _abandon(pool: AsyncConnectionPool) -> None:

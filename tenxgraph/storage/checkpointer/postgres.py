@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,7 @@ from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
-from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
+from tenxgraph.storage.postgres import PostgresStore, keep_task, normalize_dsn
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -156,6 +157,7 @@ class PgCheckpointer(BaseCheckpointer):
         self._loop_guards: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[None]
         ] = weakref.WeakKeyDictionary()
+        weakref.finalize(self, _cancel_guards, self._loop_guards).atexit = False
 
     def __repr__(self) -> str:
         source = getattr(self.store, "source", self.store)
@@ -182,8 +184,12 @@ class PgCheckpointer(BaseCheckpointer):
         for old in [lp for lp in self._loop_guards if lp.is_closed()]:
             self._loop_guards.pop(old, None)
         # held here: the loop itself keeps only a weak reference to its tasks
-        self._loop_guards[loop] = loop.create_task(
-            _disconnect_on_loop_shutdown(pools), name="tenxgraph-redis-guard"
+        self._loop_guards[loop] = keep_task(
+            loop.create_task(
+                _disconnect_on_loop_shutdown(pools),
+                name="tenxgraph-redis-guard",
+                context=contextvars.Context(),  # not the caller's: it would hold this object
+            )
         )
 
     def _own_redis_pools(self) -> list[Any]:
@@ -223,3 +229,14 @@ async def _disconnect_on_loop_shutdown(pools: list[Any]) -> None:
         for pool in pools:
             with contextlib.suppress(Exception):  # best effort at shutdown
                 await pool.disconnect()
+
+
+def _cancel_guards(
+    guards: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]],
+) -> None:
+    """Finalizer of a checkpointer collected without ``aclose()``: let each loop's guard
+    disconnect the Redis connections now (thread-safe)."""
+    for loop, task in list(guards.items()):
+        if not task.done() and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
