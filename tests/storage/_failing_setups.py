@@ -1,6 +1,6 @@
 """Run 20 failing connection setups and print, as JSON, everything a user could see of them.
 
-Run as a script (``python _failing_setups.py PRIVATE_PORT REFUSED_PORT``) so the OpenTelemetry SDK
+Run as a script (``python _failing_setups.py PRIVATE_PORT REFUSED_PORT SCHEMA REDIS_PREFIX``) so the OpenTelemetry SDK
 and logging can be installed for this process alone. For each case it collects: the text, repr
 and context of every exception (from the constructor, ``setup()``, a first async read and a
 write), every log record (formatted, with tracebacks), every span (name, attributes, events,
@@ -87,7 +87,9 @@ def _exc_text(exc: BaseException) -> str:
     return "\n".join(parts)
 
 
-def run_case(case: dict[str, Any], exporter: InMemorySpanExporter) -> dict[str, Any]:
+def run_case(
+    case: dict[str, Any], exporter: InMemorySpanExporter, schema: str, prefix: str
+) -> dict[str, Any]:
     from tenxgraph.cli import main as cli_main
     from tenxgraph.core.state import AgentState
     from tenxgraph.storage.checkpointer import PgCheckpointer
@@ -111,11 +113,12 @@ def run_case(case: dict[str, Any], exporter: InMemorySpanExporter) -> dict[str, 
                 from psycopg_pool import AsyncConnectionPool
 
                 pool = AsyncConnectionPool(case["pool"], open=False, timeout=1)
-                cp = PgCheckpointer(pg_pool=pool, pool_config={"timeout": 1})
+                cp = PgCheckpointer(pg_pool=pool, pool_config={"timeout": 1}, schema=schema)
             else:
                 cp = PgCheckpointer(
-                    case["pg"], redis_url=case.get("redis"), pool_config={"timeout": 1}
-                )
+                    case["pg"], redis_url=case.get("redis"), pool_config={"timeout": 1},
+                    schema=schema, redis_prefix=prefix,
+                )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - what the user sees is collected
             seen.append(_exc_text(exc))
             cp = None
@@ -141,6 +144,7 @@ def run_case(case: dict[str, Any], exporter: InMemorySpanExporter) -> dict[str, 
             asyncio.run(use())
         dsn = case.get("pg") or case.get("pool")
         for argv in (["setup", "--dsn", dsn], ["threads", "list", "--dsn", dsn]):
+            argv += ["--schema", schema, "--redis-prefix", prefix]
             if case.get("redis"):
                 argv += ["--redis-url", case["redis"]]
             out, err = io.StringIO(), io.StringIO()
@@ -170,12 +174,13 @@ def run_case(case: dict[str, Any], exporter: InMemorySpanExporter) -> dict[str, 
 
 def main() -> None:
     private_port, refused = int(sys.argv[1]), int(sys.argv[2])
+    schema, prefix = sys.argv[3], sys.argv[4]
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     logging.getLogger().setLevel(logging.DEBUG)
-    results = [run_case(case, exporter) for case in cases(private_port, refused)]
+    results = [run_case(case, exporter, schema, prefix) for case in cases(private_port, refused)]
     print(json.dumps(results))
 
 

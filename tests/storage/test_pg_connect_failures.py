@@ -166,7 +166,9 @@ def test_unencoded_at_in_a_url_password_is_refused_before_connecting() -> None:
     assert "ss-word" not in str(info.value) and "Pa@" not in str(info.value)
 
 
-def test_twenty_failing_setups_never_show_a_password(cluster: PrivateCluster) -> None:
+def test_twenty_failing_setups_never_show_a_password(
+    cluster: PrivateCluster, pg_schema: str, redis_prefix: str
+) -> None:
     """Every exception text, log record, span and CLI output of 20 failing setups (URL and
     key/value DSNs, quoted passwords with spaces, unencoded '@', SQLAlchemy URLs, query
     passwords, wrong passwords, TLS, Redis URLs, an application pool) holds no password."""
@@ -181,7 +183,14 @@ def test_twenty_failing_setups_never_show_a_password(cluster: PrivateCluster) ->
     here = Path(__file__).resolve().parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here)])}
     proc = subprocess.run(
-        [sys.executable, str(here / "_failing_setups.py"), str(cluster.port), str(_free_port())],
+        [
+            sys.executable,
+            str(here / "_failing_setups.py"),
+            str(cluster.port),
+            str(_free_port()),
+            pg_schema,
+            redis_prefix,
+        ],
         capture_output=True,
         text=True,
         timeout=300,
