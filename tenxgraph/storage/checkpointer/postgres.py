@@ -158,6 +158,7 @@ class PgCheckpointer(BaseCheckpointer):
             asyncio.AbstractEventLoop, asyncio.Task[None]
         ] = weakref.WeakKeyDictionary()
         weakref.finalize(self, _cancel_guards, self._loop_guards).atexit = False
+        self._redis_pools = self._own_redis_pools()  # fixed at construction; read per call
 
     def __repr__(self) -> str:
         source = getattr(self.store, "source", self.store)
@@ -175,7 +176,7 @@ class PgCheckpointer(BaseCheckpointer):
         cancels it), so an application that never calls ``aclose()`` leaves no unclosed
         socket behind (no ``ResourceWarning``). Postgres pools do the same in
         ``PostgresStore``. The clients stay usable: a later call reconnects."""
-        pools = self._own_redis_pools()
+        pools = self._redis_pools
         if not pools:
             return
         loop = asyncio.get_running_loop()
