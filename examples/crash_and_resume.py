@@ -15,6 +15,7 @@ import os
 import signal
 import tempfile
 import time
+from pathlib import Path
 
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState, Message
@@ -63,10 +64,9 @@ def main() -> None:
     app = build(db)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until step3 is running
-        if (
-            os.path.exists(os.environ["TRACE_FILE"])
-            and "step3" in open(os.environ["TRACE_FILE"]).read()
-        ):
+        if os.path.exists(os.environ["TRACE_FILE"]) and "step3" in Path(
+            os.environ["TRACE_FILE"]
+        ).read_text():
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
@@ -83,7 +83,7 @@ def main() -> None:
     print(
         f"resumed: status {state.execution_meta.status}; new messages {[m.text() for m in out['messages']]}"
     )
-    runs = [line.split()[0] for line in open(os.environ["TRACE_FILE"])]
+    runs = [line.split()[0] for line in Path(os.environ["TRACE_FILE"]).read_text().splitlines()]
     print("node executions:", runs)
     assert runs.count("step1") == 1 and runs.count("step2") == 1  # not replayed
     assert runs.count("step3") == 2  # the one node that was running when the process died

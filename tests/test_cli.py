@@ -80,11 +80,13 @@ def test_usage_errors_exit_2(capsys, tmp_path):
         main(["replay"])
     assert exc.value.code == EXIT_USAGE
     assert main(["replay", str(tmp_path / "missing.jsonl"), "--quiet"]) == EXIT_USAGE
-    assert main([]) == EXIT_USAGE
+    with pytest.raises(SystemExit) as exc:
+        main([])  # no command: one line on stderr, like every usage error
+    assert exc.value.code == EXIT_USAGE
 
 
 def test_unreachable_store_exits_3(capsys):
-    code = main(["setup", "--dsn", "postgresql://nobody:secret@127.0.0.1:1/none"])
+    code = main(["setup", "--dsn", "postgresql://nobody:secret@127.0.0.1:1/none", "--timeout", "1"])
     assert code == EXIT_UNREACHABLE
     err = capsys.readouterr().err
     assert "secret" not in err

@@ -33,7 +33,7 @@ def test_the_documented_examples_exist():
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(example: Path, tmp_path: Path):
     proc = subprocess.run(
-        [sys.executable, str(example)],
+        [sys.executable, "-W", "default", str(example)],
         cwd=tmp_path,
         env=_env(),
         capture_output=True,
@@ -42,3 +42,6 @@ def test_example_runs(example: Path, tmp_path: Path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.strip()
+    # under -W default: no ResourceWarning, no "Task was destroyed", nothing at exit
+    for noise in ("Warning", "Task was destroyed", "never retrieved", "Traceback"):
+        assert noise not in proc.stderr, proc.stderr[-3000:]

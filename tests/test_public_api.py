@@ -480,7 +480,7 @@ def test_design_section_1_imports() -> None:
         ("tenxgraph.core.graph", {"Agent", "CompiledGraph", "StateGraph", "StreamChunk", "StreamEvent", "ToolNode"}),
         (
             "tenxgraph.storage.checkpointer",
-            {"BaseCheckpointer", "InMemoryCheckpointer", "Loaded", "PgCheckpointer", "SqliteCheckpointer", "StateSnapshot"},
+            {"ADMIN_SCOPE", "BaseCheckpointer", "InMemoryCheckpointer", "Loaded", "PgCheckpointer", "SqliteCheckpointer", "StateSnapshot"},
         ),
         (
             "tenxgraph.utils",

@@ -253,6 +253,12 @@ def normalize_config(
     uid = config.get("user_id", "anonymous")
     if uid is None:
         uid = "anonymous"
+    if getattr(uid, "is_admin_scope", False):
+        raise ConfigError(
+            "ADMIN_SCOPE only lists threads (list_threads({'user_id': ADMIN_SCOPE})); read or "
+            "change a thread with its owner's user_id (ThreadInfo.user_id of that listing)",
+            context={"key": "user_id"},
+        )
     if isinstance(uid, bool) or not isinstance(uid, (str, int)) or not str(uid).strip():
         raise ConfigError(
             "config['user_id'] must be a non-empty str", context={"key": "user_id"}
@@ -260,8 +266,8 @@ def normalize_config(
     _check_text("user_id", str(uid))
     if str(uid) == "*":
         raise ConfigError(
-            "config['user_id'] '*' is reserved (it is the owner scope used when user isolation "
-            "is off); choose another user id",
+            "config['user_id'] '*' is not a user id; to list every user's threads an "
+            "application passes tenxgraph.storage.checkpointer.ADMIN_SCOPE explicitly",
             context={"key": "user_id"},
         )
     config["user_id"] = str(uid)

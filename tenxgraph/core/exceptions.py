@@ -7,13 +7,15 @@ classes. Driver errors (sqlite3, psycopg, redis-py) are translated into this fam
 tier that meets them; they never leak raw.
 
 Secrets never appear in messages: callers pass DSNs and URLs through
-:func:`tenxgraph.core.exceptions.redact` before putting them into a message or a context.
+``redact`` (re-exported here from ``tenxgraph._redact``, the one redaction routine) before
+putting them into a message or a context; messages are redacted again on construction.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from tenxgraph._redact import redact
 
 __all__ = [
     "ERROR_CODES",
@@ -27,9 +29,11 @@ __all__ = [
     "NodeError",
     "NodeTimeoutError",
     "ResourceNotFoundError",
+    "SchemaMissingError",
     "SchemaVersionError",
     "SerializationError",
     "StaleStateError",
+    "StorageConnectionError",
     "StorageError",
     "SyncInEventLoopError",
     "TenxGraphError",
@@ -66,35 +70,14 @@ ERROR_CODES: dict[str, str] = {
     "STORAGE_TRANSIENT_001": "retryable storage failure (connection lost, pool timeout)",
     "STORAGE_SERIALIZATION_000": "a value cannot be encoded or decoded losslessly",
     "STORAGE_SCHEMA_001": "the database schema is newer than this code",
+    "STORAGE_SCHEMA_002": "the tenxgraph tables are missing or older than this code: run setup",
+    "STORAGE_CONNECT_001": "the store refused the connection for good (authentication, unknown "
+    "role or database, unresolvable host, TLS settings): fix the DSN, do not retry",
     "STORAGE_NOT_FOUND_000": "the requested thread, version or record does not exist",
     "STORAGE_FORBIDDEN_001": "the thread belongs to another user",
     "STORAGE_LEDGER_001": "a tool result could not be recorded in the idempotency ledger",
     "METRICS_000": "a metric could not be emitted (logged, never raised by the runtime)",
 }
-
-_SECRET_PATTERNS = (
-    # scheme://user:password@host -> scheme://user:***@host
-    re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<post>@)"),
-    # password=... / pass=... in a libpq key/value DSN or a query string
-    re.compile(r"(?P<pre>\b(?:password|passwd|pass|pwd)\s*=\s*)(?P<secret>[^\s&;]+)(?P<post>)", re.I),
-)
-
-
-def redact(text: object) -> str:
-    """Return ``str(text)`` with passwords in URLs and DSNs replaced by ``***``.
-
-    Args:
-        text: any object; typically a DSN (``postgresql://u:pw@h/db``, ``host=h password=pw``)
-            or a Redis URL (``redis://:pw@h:6379/0``), or a driver error message quoting one.
-
-    Returns:
-        The text with every password component masked.
-    """
-    out = str(text)
-    for pattern in _SECRET_PATTERNS:
-        out = pattern.sub(lambda m: f"{m.group('pre')}***{m.group('post')}", out)
-    return out
-
 
 class TenxGraphError(Exception):
     """Base of every tenxgraph error.
@@ -140,7 +123,9 @@ class TenxGraphError(Exception):
         return (_rebuild_error, (type(self), self.message, self.error_code, self.context))
 
 
-def _rebuild_error(cls: type[TenxGraphError], message: str, code: str, context: dict[str, Any]):
+def _rebuild_error(
+    cls: type[TenxGraphError], message: str, code: str, context: dict[str, Any]
+) -> TenxGraphError:
     err = cls.__new__(cls)
     TenxGraphError.__init__(err, message, code, context)
     return err
@@ -338,6 +323,21 @@ class TransientStorageError(StorageError):
     default_code = "STORAGE_TRANSIENT_001"
 
 
+class StorageConnectionError(StorageError):
+    """The store cannot be connected to and retrying will not help (``STORAGE_CONNECT_001``).
+
+    Raised on the first connection attempt, without waiting for a pool timeout, when the
+    server rejects the credentials (wrong password, unknown role, no ``pg_hba.conf`` entry),
+    the database does not exist, the host name cannot be resolved, or the TLS settings cannot
+    work. Not a ``TransientStorageError``: fix the DSN or the server's configuration.
+    ``context``: ``backend``, ``reason`` (``"password"``, ``"role"``, ``"database"``,
+    ``"host"``, ``"tls"``, ``"permission"``), ``target`` (``host:port/dbname``, never the
+    password), ``sqlstate`` when the server sent one.
+    """
+
+    default_code = "STORAGE_CONNECT_001"
+
+
 class SerializationError(StorageError):
     """A value cannot be stored losslessly (``STORAGE_SERIALIZATION_000``).
 
@@ -355,6 +355,17 @@ class SchemaVersionError(StorageError):
     """
 
     default_code = "STORAGE_SCHEMA_001"
+
+
+class SchemaMissingError(SchemaVersionError):
+    """The tenxgraph tables are missing or older than this code (``STORAGE_SCHEMA_002``).
+
+    Raised by read-only access (``acheck_schema``, the ``tenxgraph`` CLI's read commands), which
+    never create or migrate anything: run ``setup()`` / ``tenxgraph setup`` first.
+    ``context``: ``found`` (``None`` when there are no tables) and ``supported``.
+    """
+
+    default_code = "STORAGE_SCHEMA_002"
 
 
 class ResourceNotFoundError(StorageError):

@@ -34,8 +34,10 @@ async call, inside the running loop. A call from another event loop (e.g. a seco
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import hashlib
+import inspect
 import logging
 import math
 import re
@@ -55,6 +57,7 @@ from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
     SchemaVersionError,
+    StorageConnectionError,
     StorageError,
     TransientStorageError,
     forbidden,
@@ -63,6 +66,7 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
+from tenxgraph.storage._pg_connect import aconnect_first, connect_first
 from tenxgraph.storage.base import (
     CheckpointWrite,
     LedgerEntry,
@@ -156,6 +160,7 @@ class _LoopPool:
     pool: AsyncConnectionPool
     guard: asyncio.Task[None] | None = None
     ready: bool = False
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
 
 class PostgresStore:
@@ -270,6 +275,7 @@ class PostgresStore:
             )
 
         conninfo = self._dsn if self._dsn is not None else str(getattr(pool, "conninfo", ""))
+        _refuse_unencoded_at(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -277,6 +283,12 @@ class PostgresStore:
                 f"cannot parse the Postgres DSN {redact(conninfo)!r}: {redact(exc)}",
                 context={"key": "dsn"},
             ) from None
+        #: the DSN's password (as written and decoded), masked wherever a message quotes it.
+        self._secrets: tuple[str, ...] = tuple(
+            s for s in {str(params.get("password") or ""), _url_password(conninfo)} if s
+        )
+        user = params.get("user")
+        self._user: str | None = str(user) if user is not None else None
         host = str(params.get("host") or params.get("hostaddr") or "localhost").split(",")[0]
         port = str(params.get("port") or "5432").split(",")[0]
         dbname = params.get("dbname") or params.get("user")
@@ -286,6 +298,9 @@ class PostgresStore:
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = (
             weakref.WeakKeyDictionary()
         )
+        # A store dropped without aclose() closes its pools on their loops (no pending task
+        # destroyed by the garbage collector, no connection left open on the server).
+        weakref.finalize(self, _release_pools, self._pools).atexit = False
 
         # SQL rendered once for this schema and prefix (hot path sends plain text).
         q = _sql.render_all(schema, table_prefix)
@@ -346,6 +361,12 @@ class PostgresStore:
         if self._user_pool is not None:
             if not self._user_pool_ready:
                 if self._user_pool.closed:
+                    kwargs: Any = self._user_pool.kwargs
+                    if callable(kwargs):  # psycopg_pool also takes a (possibly async) callable
+                        kwargs = kwargs()
+                        if inspect.isawaitable(kwargs):
+                            kwargs = await kwargs
+                    await self._first_connection(str(self._user_pool.conninfo), dict(kwargs or {}))
                     await self._user_pool.open()
                 await self._detect_pooler(self._user_pool)
                 self._user_pool_ready = True
@@ -357,13 +378,35 @@ class PostgresStore:
             pool = AsyncConnectionPool(
                 self._dsn or "", kwargs=dict(self._conn_kwargs), open=False, **self._pool_args
             )
-            entry = _LoopPool(pool, loop.create_task(_close_on_loop_shutdown(pool)))
+            # Tasks of the store (the guard, the pool's workers) start in an empty context:
+            # one copied from the caller would hold the caller's run, hence the checkpointer,
+            # and keep an unclosed store alive forever.
+            guard = loop.create_task(_close_on_loop_shutdown(pool), context=contextvars.Context())
+            entry = _LoopPool(pool, keep_task(guard))
             self._pools[loop] = entry
         if not entry.ready:
-            await entry.pool.open()  # idempotent: concurrent first callers all wait here
-            await self._detect_pooler(entry.pool)
-            entry.ready = True
+            async with entry.lock:  # concurrent first callers all wait here
+                if not entry.ready:
+                    await self._first_connection(self._dsn or "", self._conn_kwargs)
+                    await loop.create_task(entry.pool.open(), context=contextvars.Context())
+                    await self._detect_pooler(entry.pool)
+                    entry.ready = True
         return entry.pool
+
+    async def _first_connection(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+        """Connect once before a pool opens, so a permanent failure (authentication, unknown
+        role or database, unresolvable host, TLS) raises at once instead of after the pool's
+        timeout, and a transient one is retried with one log line per attempt
+        (:mod:`tenxgraph.storage._pg_connect`)."""
+        conn = await aconnect_first(
+            conninfo,
+            dict(kwargs),
+            timeout_s=float(self._pool_args.get("timeout", 30.0)),
+            target=self._target,
+            user=self._user,
+            secrets=self._secrets,
+        )
+        await conn.close()
 
     def _retire_dead_loops(self) -> None:
         """Forget the pools of event loops that are closed (their tasks died with them)."""
@@ -440,6 +483,10 @@ class PostgresStore:
                 if attempt == 0 and getattr(exc, "sqlstate", None) in _PREPARED_LOST:
                     self._stop_preparing()
                     continue
+                if isinstance(exc, PoolTimeout):
+                    refused = await self._refused_for_good()
+                    if refused is not None:
+                        raise refused from None
                 raise self._translate(exc) from None
             except UnicodeEncodeError:
                 raise StorageError(
@@ -481,6 +528,29 @@ class PostgresStore:
         for entry in list(self._pools.values()):
             entry.pool.kwargs["prepare_threshold"] = None
 
+    async def _refused_for_good(self) -> StorageConnectionError | None:
+        """After a pool timeout, try one connection (error path only): when the server now
+        refuses for good (password changed, role or database dropped while the pool was
+        open), return that ``StorageConnectionError`` to raise instead of a retryable
+        timeout; ``None`` when the failure is transient."""
+        if self._dsn is None:
+            return None  # an application's pool: its connection arguments are its own
+        try:
+            conn = await aconnect_first(
+                self._dsn,
+                dict(self._conn_kwargs),
+                timeout_s=0.0,
+                target=self._target,
+                user=self._user,
+                secrets=self._secrets,
+            )
+        except StorageConnectionError as exc:
+            return exc
+        except StorageError:
+            return None  # transient: the timeout stands
+        await conn.close()
+        return None
+
     async def _get_pool_translated(self) -> AsyncConnectionPool:
         try:
             return await self._get_pool()
@@ -491,7 +561,7 @@ class PostgresStore:
         """The tenxgraph error for a driver error (message redacted, never raw)."""
         sqlstate = getattr(exc, "sqlstate", None)
         context = {"backend": "postgresql", "sqlstate": sqlstate}
-        detail = redact(str(exc).strip()) or type(exc).__name__
+        detail = redact(" ".join(str(exc).split()), self._secrets) or type(exc).__name__
         if isinstance(exc, PoolClosed):
             return StorageError(
                 f"the Postgres connection pool for {self._target} is closed: {detail}",
@@ -562,6 +632,26 @@ class PostgresStore:
             except psycopg.Error as exc:
                 raise self._translate(exc) from None
 
+    async def aschema_status(self) -> tuple[int | None, int]:
+        """The schema version found in the database and the one this code uses, without
+        creating, migrating or locking anything (one catalog lookup, one read).
+
+        Returns:
+            ``(found, supported)``; ``found`` is ``None`` when the tables do not exist.
+
+        Raises:
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` when the database holds a newer schema.
+            StorageConnectionError: ``STORAGE_CONNECT_001`` when the server refuses for good.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server is unreachable.
+        """
+        try:
+            pool = await self._get_pool()
+            async with pool.connection() as conn:
+                found = await _adrive(conn, self._probe_plan(), tx=False)
+        except psycopg.Error as exc:
+            raise self._translate(exc) from None
+        return found, CURRENT_VERSION
+
     def setup(self, conn: psycopg.Connection | None = None) -> None:
         """Sync twin of :meth:`asetup` on a plain (sync) psycopg connection.
 
@@ -597,7 +687,14 @@ class PostgresStore:
         kwargs["autocommit"] = True
         kwargs["prepare_threshold"] = None  # setup statements run once each
         kwargs.pop("row_factory", None)
-        return psycopg.connect(conninfo, **kwargs)
+        return connect_first(
+            conninfo,
+            kwargs,
+            timeout_s=float(self._pool_args.get("timeout", 30.0)),
+            target=self._target,
+            user=self._user,
+            secrets=self._secrets,
+        )
 
     async def _asetup_on(self, conn: psycopg.AsyncConnection) -> None:
         # Setup statements run once each: never prepare them (a transaction pooler would lose
@@ -1101,6 +1198,30 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+_URL_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://(?P<auth>[^?#]*)")
+
+
+def _refuse_unencoded_at(conninfo: str) -> None:
+    """Refuse a URL whose user-info holds an unencoded ``@``: libpq would split it at the
+    first ``@`` and send the rest of the password to the DNS as a host name."""
+    m = _URL_USERINFO.match(conninfo.strip())
+    if m and m.group("auth").count("@") > 1:
+        raise ConfigError(
+            f"the Postgres URL {redact(conninfo)!r} has more than one '@' before the host: "
+            "percent-encode '@' in the user name or password as %40",
+            context={"key": "dsn"},
+        )
+
+
+def _url_password(conninfo: str) -> str:
+    """The password of a URL DSN as written (percent-encoded), or ``""``."""
+    m = _URL_USERINFO.match(conninfo.strip())
+    if not m or "@" not in m.group("auth"):
+        return ""
+    userinfo = m.group("auth").rsplit("@", 1)[0]
+    return userinfo.split(":", 1)[1] if ":" in userinfo else ""
+
+
 def _pairs(flat: list[int] | None) -> tuple[Range, ...]:
     """``[s1, e1, s2, e2, ...]`` -> ``((s1, e1), (s2, e2), ...)``."""
     if not flat:
@@ -1168,6 +1289,33 @@ async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:
             pass
 
 
+#: Guard tasks stay referenced here until they finish: an event loop holds its tasks only
+#: weakly, and a pending task collected with its owner would be "destroyed but pending".
+_LIVE_TASKS: set[asyncio.Task[Any]] = set()
+
+
+def keep_task(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    """Keep ``task`` referenced until it is done; return it."""
+    _LIVE_TASKS.add(task)
+    task.add_done_callback(_LIVE_TASKS.discard)
+    return task
+
+
+def _release_pools(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool]) -> None:
+    """Finalizer of a :class:`PostgresStore` collected without ``aclose()``: ask each pool's
+    guard to close it on its own loop (thread-safe), or drop the sockets of a closed loop."""
+    for loop, entry in list(pools.items()):
+        if entry.guard is None or entry.guard.done():
+            continue
+        if loop.is_closed():
+            _abandon(entry.pool)
+            continue
+        try:
+            loop.call_soon_threadsafe(entry.guard.cancel)
+        except RuntimeError:  # the loop closed meanwhile
+            _abandon(entry.pool)
+
+
 def _abandon(pool: AsyncConnectionPool) -> None:
     """Best-effort cleanup of a pool whose event loop is closed.
 
@@ -1194,7 +1342,9 @@ def _ledger_error(key: ThreadKey, entry: LedgerEntry, detail: str) -> LedgerWrit
     )
 
 
-async def _adrive(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any], *, tx: bool):
+async def _adrive(
+    conn: psycopg.AsyncConnection[Any], plan: Generator[_Op, _Rows, Any], *, tx: bool
+) -> Any:
     """Run a setup plan on ``conn``, in a transaction (a savepoint inside an open one) when
     ``tx`` or when ``conn`` is not autocommit; return the plan's result."""
     if tx or not conn.autocommit:
@@ -1203,7 +1353,9 @@ async def _adrive(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any
     return await _adrive_steps(conn, plan)
 
 
-async def _adrive_steps(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Rows, Any]):
+async def _adrive_steps(
+    conn: psycopg.AsyncConnection[Any], plan: Generator[_Op, _Rows, Any]
+) -> Any:
     cur = conn.cursor(row_factory=tuple_row)
     rows: _Rows | None = None
     try:
@@ -1215,7 +1367,7 @@ async def _adrive_steps(conn: psycopg.AsyncConnection, plan: Generator[_Op, _Row
         return stop.value
 
 
-def _drive(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any], *, tx: bool):
+def _drive(conn: psycopg.Connection[Any], plan: Generator[_Op, _Rows, Any], *, tx: bool) -> Any:
     """Sync twin of :func:`_adrive`."""
     if tx or not conn.autocommit:
         with conn.transaction():
@@ -1223,7 +1375,7 @@ def _drive(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any], *, tx: bo
     return _drive_steps(conn, plan)
 
 
-def _drive_steps(conn: psycopg.Connection, plan: Generator[_Op, _Rows, Any]):
+def _drive_steps(conn: psycopg.Connection[Any], plan: Generator[_Op, _Rows, Any]) -> Any:
     cur = conn.cursor(row_factory=tuple_row)
     rows: _Rows | None = None
     try:

@@ -529,6 +529,9 @@ class RedisCache:
             "pending": 0,
         }
 
+    def __repr__(self) -> str:
+        return f"RedisCache({self._where!r}, prefix={self.prefix!r})"
+
     # ------------------------------------------------------------------ keys
 
     def _tag(self, thread_id: str) -> str:

@@ -308,6 +308,31 @@ class SqliteStore:
             self._schema_ok = False
             await self._run(lambda conn: None)
 
+    async def aschema_status(self) -> tuple[int | None, int]:
+        """The schema version found in the file and the one this code uses, without creating
+        or migrating anything.
+
+        Returns:
+            ``(found, supported)``; ``found`` is ``None`` when the tables do not exist.
+
+        Raises:
+            StorageError: ``STORAGE_000`` when the file cannot be opened.
+        """
+        return await anyio.to_thread.run_sync(self._schema_status_sync)
+
+    def _schema_status_sync(self) -> tuple[int | None, int]:
+        with self._guard:
+            try:
+                conn = self._connection()
+                if conn.execute(q.SCHEMA_VERSION_TABLE_EXISTS).fetchone() is None:
+                    return None, q.LATEST_SCHEMA_VERSION
+                found = int(conn.execute(q.SCHEMA_VERSION).fetchone()[0])
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+            if found == q.LATEST_SCHEMA_VERSION:
+                self._schema_ok = True  # later calls need not look again
+            return found, q.LATEST_SCHEMA_VERSION
+
     async def aclose(self) -> None:
         """Close the connection (idempotent). A later call reopens it; with ``":memory:"`` the
         data is gone."""
@@ -678,7 +703,7 @@ class SqliteStore:
             return 0
         if not row[0]:
             raise forbidden(key.thread_id)
-        return row[1]
+        return int(row[1])
 
     # -- stop flags ------------------------------------------------------------------------------
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import BaseCheckpointer, Loaded, StateSnapshot
+from .base import ADMIN_SCOPE, BaseCheckpointer, Loaded, StateSnapshot
 
 __all__ = [
+    "ADMIN_SCOPE",
     "BaseCheckpointer",
     "InMemoryCheckpointer",
     "Loaded",

@@ -24,6 +24,7 @@ from tenxgraph.core._portal import run_sync
 from tenxgraph.core.config import normalize_config
 from tenxgraph.core.exceptions import (
     ResourceNotFoundError,
+    SchemaMissingError,
     SerializationError,
     StorageError,
     ValidationError,
@@ -43,7 +44,7 @@ from tenxgraph.storage.base import (
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
 
-__all__ = ["BaseCheckpointer", "Loaded", "StateSnapshot"]
+__all__ = ["ADMIN_SCOPE", "BaseCheckpointer", "Loaded", "StateSnapshot"]
 
 log = logging.getLogger("tenxgraph.checkpointer")
 
@@ -78,6 +79,28 @@ def _check_ttl(ttl_seconds: Any) -> float | None:
             context={"field": "ttl_seconds"},
         )
     return float(ttl_seconds)
+
+
+class _AdminScope:
+    """Type of ``ADMIN_SCOPE`` (one instance; not a string, so no user id can equal it)."""
+
+    __slots__ = ()
+    #: read by ``normalize_config`` to explain where the admin scope is accepted.
+    is_admin_scope = True
+
+    def __repr__(self) -> str:
+        return "ADMIN_SCOPE"
+
+    def __reduce__(self) -> str:
+        return "ADMIN_SCOPE"
+
+
+#: The admin scope: ``list_threads({"user_id": ADMIN_SCOPE})`` lists every user's threads while
+#: user isolation is on. It is an object, not a string, so it can never come from a user-supplied
+#: id (JSON, headers, a form); an application opts in by passing it explicitly. The per-thread
+#: APIs take the owner's ``user_id`` (``ThreadInfo.user_id`` of the admin listing) and refuse the
+#: admin scope, and the string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
+ADMIN_SCOPE: Any = _AdminScope()
 
 
 @dataclass(slots=True)
@@ -281,6 +304,36 @@ class BaseCheckpointer(Generic[StateT]):
     def setup(self) -> None:
         """Sync twin of :meth:`asetup` (call it outside an event loop)."""
         run_sync(self.asetup, sync_name="setup", async_name="asetup")
+
+    async def acheck_schema(self) -> None:
+        """Verify, without creating or migrating anything, that the store's tables exist at the
+        version this code uses; later calls then do not run ``asetup()`` implicitly. For
+        read-only tools (the ``tenxgraph`` CLI's read commands); the in-memory store has no
+        schema and always passes.
+
+        Raises:
+            SchemaMissingError: ``STORAGE_SCHEMA_002`` when the tables are missing or older
+                (``context``: ``found``, ``supported``): run ``setup()`` first.
+            SchemaVersionError: ``STORAGE_SCHEMA_001`` when the stored schema is newer.
+            StorageConnectionError: ``STORAGE_CONNECT_001`` when the server refuses for good.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server cannot be reached.
+        """
+        source = getattr(self.store, "source", self.store)
+        status = getattr(source, "aschema_status", None)
+        if status is not None:
+            found, supported = await status()
+            if found is None or found < supported:
+                where = "no tenxgraph tables" if found is None else f"schema version {found}"
+                raise SchemaMissingError(
+                    f"{source!r} holds {where}, this code uses version {supported}; run "
+                    "setup() (or the tenxgraph setup command) first",
+                    context={"found": found, "supported": supported},
+                )
+        self._setup_done = True
+
+    def check_schema(self) -> None:
+        """Sync twin of ``acheck_schema()`` (call it outside an event loop)."""
+        run_sync(self.acheck_schema, sync_name="check_schema", async_name="acheck_schema")
 
     async def _ensure_setup(self) -> None:
         if not self._setup_done:
@@ -801,16 +854,31 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> list[ThreadInfo]:
         """Threads owned by the config's ``user_id``, most recently updated first.
 
+        With ``{"user_id": ADMIN_SCOPE}`` (an application's explicit opt-in, see
+        ``ADMIN_SCOPE``) every user's threads are listed; each ``ThreadInfo.user_id`` names
+        the owner to pass to the per-thread APIs.
+
         Args:
-            config: ``{"user_id": ...}`` (``thread_id`` not needed).
+            config: ``{"user_id": ...}`` (``thread_id`` not needed); a missing or ``None``
+                ``user_id`` is ``"anonymous"``, as for writes.
             search: keep threads whose id contains this substring.
             offset, limit: pagination (counts).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for ``user_id="*"`` or another invalid user id.
         """
         await self._ensure_setup()
         cfg = dict(config or {})
-        # Validated like any config (LangGraph's configurable user_id included); no thread needed.
-        normalize_config(cfg, require_thread=False, new_run=False)
-        user = str(cfg.get("user_id", "anonymous")) if self.enforce_user_isolation else "*"
+        cfg = dict(config or {})
+        sub = cfg.get("configurable")
+        uid = cfg.get("user_id", sub.get("user_id") if isinstance(sub, dict) else None)
+        if uid is ADMIN_SCOPE or not self.enforce_user_isolation:
+            user = "*"
+        else:
+            # Validated like any config (LangGraph's configurable user_id included; "*",
+            # empty and non-text ids refused); no thread needed.
+            normalize_config(cfg, require_thread=False, new_run=False)
+            user = str(cfg.get("user_id") or "anonymous")
         threads = await self._tier("alist_threads").list_threads(
             user, limit=None if search else limit, offset=0 if search else (offset or 0)
         )

@@ -3,7 +3,11 @@ above it (DESIGN section 4)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import hashlib
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ConfigError
@@ -11,7 +15,7 @@ from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
-from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
+from tenxgraph.storage.postgres import PostgresStore, keep_task, normalize_dsn
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -209,6 +213,52 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             cache_values=kv,
             state_cache_ttl_s=float(cache_ttl),
         )
+        self._loop_guards: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Task[None]
+        ] = weakref.WeakKeyDictionary()
+        weakref.finalize(self, _cancel_guards, self._loop_guards).atexit = False
+        self._redis_pools = self._own_redis_pools()  # fixed at construction; read per call
+
+    def __repr__(self) -> str:
+        source = getattr(self.store, "source", self.store)
+        redis = [c for c in getattr(self.store, "caches", ()) if getattr(c, "name", "") == "redis"]
+        cache = f", redis={redis[0]!r}" if redis else ""
+        return f"PgCheckpointer(postgres={source!r}{cache})"
+
+    async def _ensure_setup(self) -> None:
+        self._guard_loop()
+        await super()._ensure_setup()
+
+    def _guard_loop(self) -> None:
+        """On the first call from an event loop, start a task that disconnects the Redis
+        connections this checkpointer created when that loop shuts down (``asyncio.run``
+        cancels it), so an application that never calls ``aclose()`` leaves no unclosed
+        socket behind (no ``ResourceWarning``). Postgres pools do the same in
+        ``PostgresStore``. The clients stay usable: a later call reconnects."""
+        pools = self._redis_pools
+        if not pools:
+            return
+        loop = asyncio.get_running_loop()
+        if loop in self._loop_guards:
+            return
+        for old in [lp for lp in self._loop_guards if lp.is_closed()]:
+            self._loop_guards.pop(old, None)
+        # held here: the loop itself keeps only a weak reference to its tasks
+        self._loop_guards[loop] = keep_task(
+            loop.create_task(
+                _disconnect_on_loop_shutdown(pools),
+                name="tenxgraph-redis-guard",
+                context=contextvars.Context(),  # not the caller's: it would hold this object
+            )
+        )
+
+    def _own_redis_pools(self) -> list[Any]:
+        """The redis-py connection pools of the Redis clients this checkpointer created."""
+        clients = [self._own_redis] if self._own_redis is not None else []
+        for cache in getattr(self.store, "caches", ()):
+            if getattr(cache, "_owns_client", False):
+                clients.append(getattr(cache, "_client", None))
+        return [c.connection_pool for c in clients if getattr(c, "connection_pool", None)]
 
     async def aclose(self) -> None:
         """Release the pools and clients this checkpointer created (and, with
@@ -231,3 +281,24 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             rpool, self._user_redis_pool = self._user_redis_pool, None
             if rpool is not None:
                 await rpool.aclose()
+
+
+async def _disconnect_on_loop_shutdown(pools: list[Any]) -> None:
+    """Wait until cancelled (the loop is shutting down), then disconnect ``pools``."""
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        for pool in pools:
+            with contextlib.suppress(Exception):  # best effort at shutdown
+                await pool.disconnect()
+
+
+def _cancel_guards(
+    guards: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]],
+) -> None:
+    """Finalizer of a checkpointer collected without ``aclose()``: let each loop's guard
+    disconnect the Redis connections now (thread-safe)."""
+    for loop, task in list(guards.items()):
+        if not task.done() and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)

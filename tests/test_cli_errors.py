@@ -1,0 +1,214 @@
+"""The ``tenxgraph`` command under bad input: every failure is one line on stderr with its
+documented exit code, read commands never create tables, output fits the terminal, a closed
+pipe is quiet, and ``--json`` / ``--version`` / ``--all-users`` work."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tenxgraph.cli import EXIT_MISMATCH, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_DSN = os.environ.get("TENXGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "tenxgraph.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A SQLite file with threads of alice (one with a 200-character id, one long) and bob."""
+    from tenxgraph.core.graph import StateGraph
+    from tenxgraph.core.state import AgentState, Message
+    from tenxgraph.storage.checkpointer import SqliteCheckpointer
+    from tenxgraph.utils import END
+
+    path = str(tmp_path_factory.mktemp("cli") / "ops.sqlite")
+    cp = SqliteCheckpointer(path)
+    g = StateGraph()
+    g.add_node("MAIN", lambda state: "answer " * 30 + state.context[-1].text())
+    g.add_edge("MAIN", END)
+    g.set_entry_point("MAIN")
+    app = g.compile(checkpointer=cp)
+    for tid, user in (("a-1", "alice"), ("L" * 200, "alice"), ("b-1", "bob")):
+        app.invoke({"messages": [Message.text_message("hi")]}, {"thread_id": tid, "user_id": user})
+    big = AgentState(context=[Message.text_message(f"line {i} " * 20) for i in range(3000)])
+    cp.put_state({"thread_id": "big", "user_id": "alice"}, big)
+    cp.close()
+    return path
+
+
+def test_version() -> None:
+    proc = _cli("--version")
+    assert proc.returncode == EXIT_OK and proc.stdout.startswith("tenxgraph ")
+
+
+def test_help_documents_every_exit_code() -> None:
+    out = _cli("--help").stdout
+    for fragment in ("0  ok", "1  not found", "2  usage", "3  storage unreachable", "4  permission"):
+        assert fragment in out
+    assert "1  not found" in _cli("threads", "show", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        ([], "a command is required"),
+        (["threads", "show", ""], "thread_id"),
+        (["threads", "show", "a-1", "--user", "*"], "--all-users"),
+        (["threads", "history", "a-1", "--user", "*"], "--all-users"),
+        (["threads", "list", "--user", "*"], "--all-users"),
+        (["threads", "list", "--limit", "0"], "at least 1"),
+        (["threads", "history", "a-1", "--limit", "0"], "at least 1"),
+        (["threads", "history", "a-1", "--limit", "x"], "not an integer"),
+        (["threads", "show", "a-1", "--user", "bob", "--all-users"], "not allowed"),
+        (["threads", "delete", "a-1"], "--yes"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(db: str, argv: list[str], fragment: str) -> None:
+    if argv and argv[0] == "threads":
+        argv = [*argv, "--db", db]
+    proc = _cli(*argv)
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    assert fragment in _one_line(proc.stderr)
+    assert "Traceback" not in proc.stderr
+
+
+def test_not_found_is_exit_1(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["threads", "show", "b-1", "--db", db, "--user", "alice"]) == EXIT_MISMATCH
+    assert "not found" in _one_line(capsys.readouterr().err)
+    assert main(["threads", "history", "nope", "--db", db, "--all-users"]) == EXIT_MISMATCH
+    assert "not found for any user" in _one_line(capsys.readouterr().err)
+
+
+def test_all_users_is_the_admin_scope(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["threads", "list", "--db", db, "--all-users", "--json"]) == EXIT_OK
+    owners = {t["thread_id"]: t["user_id"] for t in json.loads(capsys.readouterr().out)}
+    assert owners["b-1"] == "bob" and owners["a-1"] == "alice"
+    assert main(["threads", "show", "b-1", "--db", db, "--all-users", "--json"]) == EXIT_OK
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["user_id"] == "bob" and shown["version"] == 1
+    assert main(["threads", "history", "b-1", "--db", db, "--user", "bob", "--json"]) == EXIT_OK
+    assert [s["version"] for s in json.loads(capsys.readouterr().out)] == [1]
+
+
+def test_tables_fit_the_terminal(db: str) -> None:
+    for argv in (
+        ["threads", "list", "--db", db, "--user", "alice"],
+        ["threads", "list", "--db", db, "--all-users"],
+        ["threads", "show", "a-1", "--db", db, "--user", "alice"],
+    ):
+        proc = _cli(*argv, columns=60)
+        assert proc.returncode == EXIT_OK, proc.stderr
+        assert max(len(line) for line in proc.stdout.splitlines()) <= 60, proc.stdout
+    listing = _cli("threads", "list", "--db", db, "--user", "alice", columns=60).stdout
+    long_row = next(line for line in listing.splitlines() if line.startswith("LLL"))
+    assert "L…" in long_row
+
+
+def test_closed_pipe_is_quiet(db: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenxgraph.cli", "threads", "show", "big", "--db", db,
+         "--user", "alice"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == EXIT_OK
+    assert b"thread big" in first
+    assert err == b""
+
+
+# -- read commands never write DDL ------------------------------------------------------------------
+@pytest.fixture
+def absent_schema() -> Iterator[str]:
+    name = "t_absent_" + uuid.uuid4().hex[:10]
+    yield name
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _schema_exists(name: str) -> bool:
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (name,)
+        ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("action", [["list"], ["show", "t"], ["history", "t"]])
+def test_read_commands_never_create_the_schema(
+    absent_schema: str, action: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["threads", *action, "--dsn", PG_DSN, "--schema", absent_schema, "--user", "a"])
+    assert code == EXIT_USAGE
+    line = _one_line(capsys.readouterr().err)
+    assert f"tenxgraph setup --dsn '{PG_DSN}' --schema {absent_schema}" in line
+    assert not _schema_exists(absent_schema)
+    # setup is the one command that creates it; then the read works
+    assert main(["setup", "--dsn", PG_DSN, "--schema", absent_schema]) == EXIT_OK
+    assert _schema_exists(absent_schema)
+    capsys.readouterr()
+    expected = EXIT_OK if action == ["list"] else EXIT_MISMATCH
+    assert main(["threads", *action, "--dsn", PG_DSN, "--schema", absent_schema]) == expected
+
+
+def test_read_commands_never_create_sqlite_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "empty.sqlite"
+    sqlite3.connect(path).close()  # an existing file without tenxgraph tables
+    assert main(["threads", "list", "--db", str(path)]) == EXIT_USAGE
+    assert f"tenxgraph setup --db {path}" in _one_line(capsys.readouterr().err)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("dsn", "code", "fragment"),
+    [
+        ("postgresql://no_such_role_y:Pw-secret-77@127.0.0.1:5432/test", EXIT_USAGE, "role"),
+        ("postgresql://postgres:Pw-secret-77@127.0.0.1:5432/no_such_db_y", EXIT_USAGE, "database"),
+        ("postgresql://postgres:Pw-secret-77@127.0.0.1:9/test", EXIT_UNREACHABLE, "not reachable"),
+    ],
+)
+def test_connection_failures_exit_codes(
+    dsn: str, code: int, fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["setup"], ["threads", "list"]):
+        assert main([*argv, "--dsn", dsn, "--timeout", "1"]) == code
+        line = _one_line(capsys.readouterr().err)
+        assert fragment in line and "Pw-secret-77" not in line
