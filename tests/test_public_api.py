@@ -485,7 +485,7 @@ def test_design_section_1_imports() -> None:
         (
             "tenxgraph.utils",
             {
-                "END", "START", "Command", "ResponseGranularity", "SecretRedactionFilter",
+                "END", "START", "Command", "GraphInterrupt", "Interrupt", "ResponseGranularity", "SecretRedactionFilter",
                 "ThreadInfo", "add_messages", "append_items", "get_tool_metadata",
                 "has_tool_decorator", "install_secret_redaction", "interrupt", "mask_secrets",
                 "pending_interrupt", "pending_interrupts", "replace_messages", "replace_value", "tool",

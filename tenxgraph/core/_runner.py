@@ -128,7 +128,7 @@ def state_patch(patch: Any, state_cls: type[AgentState], where: str) -> dict[str
     ``model_dump()`` carries it).
 
     Raises:
-        ValidationError: ``VALIDATION_001`` for a non-dict, an unknown field or a bad message.
+        ValidationError: ``VALIDATION_000`` for a non-dict, an unknown field or a bad message.
     """
     if isinstance(patch, AgentState):
         patch = {k: getattr(patch, k) for k in type(patch).model_fields}
@@ -162,7 +162,7 @@ def node_updates(ret: Any, state: AgentState, node: str) -> tuple[list[dict[str,
     Raises:
         GraphError: ``GRAPH_005`` for an unsupported type, or ``Command(graph=...)`` naming
             another graph (tenxgraph graphs do not nest).
-        ValidationError: ``VALIDATION_001`` for a dict key that is not a state field.
+        ValidationError: ``VALIDATION_000`` for a dict key that is not a state field.
     """
     if isinstance(ret, Command):
         if ret.graph is not None:
@@ -693,7 +693,7 @@ def _take_in_place_appends(ctx: Any, before: int) -> list[Message]:
         The appended items, oldest first (empty when the node appended nothing in place).
 
     Raises:
-        ValidationError: ``VALIDATION_001`` when an appended item is not a ``Message``.
+        ValidationError: ``VALIDATION_000`` when an appended item is not a ``Message``.
     """
     if len(ctx) <= before:
         return []

@@ -88,7 +88,7 @@ async def test_state_input_key_is_validated_before_anything_is_written(backend: 
     for bad in ({"nope": 1}, ["jd"]):
         with pytest.raises(ValidationError) as info:
             await app.ainvoke({"messages": ["x"], "state": bad}, dict(cfg))
-        assert info.value.error_code == "VALIDATION_001"
+        assert info.value.error_code == "VALIDATION_000"
     assert await app.aget_state(dict(cfg)) is None
 
 
