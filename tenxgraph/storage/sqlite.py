@@ -57,6 +57,7 @@ from tenxgraph.storage.base import (
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
+    threads_from_rows,
 )
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
@@ -560,7 +561,7 @@ class SqliteStore:
             rows = conn.execute(q.LIST_THREADS_ALL, page).fetchall()
         else:
             rows = conn.execute(q.LIST_THREADS_OWNER, (user_id, *page)).fetchall()
-        return [ThreadInfo.from_row(row) for row in rows]
+        return threads_from_rows(rows)
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread.
