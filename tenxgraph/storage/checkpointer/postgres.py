@@ -133,18 +133,21 @@ class PgCheckpointer(BaseCheckpointer):
 
             redis_client = aioredis.Redis(connection_pool=redis_pool)
             self._own_redis = redis_client
-        if redis_client is None and redis_url and redis_pool_config:
-            import redis.asyncio as aioredis
-
-            redis_client = aioredis.Redis.from_url(redis_url, **redis_pool_config)
-            self._own_redis = redis_client
         if redis_client is not None or redis_url:
             from tenxgraph.storage.redis import RedisCache
 
             if redis_client is not None:
                 caches.append(RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl))
             else:
-                caches.append(RedisCache(redis_url, prefix=redis_prefix, ttl_s=cache_ttl))
+                # One client per event loop, built from the URL (and redis_pool_config).
+                caches.append(
+                    RedisCache(
+                        redis_url,
+                        prefix=redis_prefix,
+                        ttl_s=cache_ttl,
+                        client_kwargs=redis_pool_config,
+                    )
+                )
         super().__init__(
             LayeredStore(pg, caches=caches),
             state_history_limit=state_history_limit,
