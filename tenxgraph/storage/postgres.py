@@ -64,6 +64,7 @@ from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
     SchemaVersionError,
+    SerializationError,
     StorageError,
     TransientStorageError,
     forbidden,
@@ -80,6 +81,7 @@ from tenxgraph.storage.base import (
     ThreadInfo,
     ThreadKey,
     ranges_len,
+    report_skipped,
     threads_from_rows,
 )
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
@@ -779,7 +781,7 @@ class PostgresStore:
                 sp.set_attribute(ATTR.HIT, False)
                 return None
             v, values, flat, next_seq, status, created_at, messages = rows[0]
-            ranges = _pairs(flat)
+            ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
             if messages is not None and len(messages) != ranges_len(ranges):
                 raise StorageError(
                     f"version {v} of thread {key.thread_id!r} references message rows that "
@@ -844,7 +846,14 @@ class PostgresStore:
             sp.set_attribute(ATTR.HIT, bool(rows))
             if not rows:
                 return []
-            parsed = [(row, _pairs(row[2])) for row in rows]
+            parsed = []
+            bad: list[SerializationError] = []
+            for row in rows:
+                try:
+                    parsed.append((row, _checked_pairs(key.thread_id, row[0], row[2], row[3])))
+                except SerializationError as exc:  # one damaged version: left out, reported
+                    bad.append(exc)
+            report_skipped("get_state_history", bad)
             starts, ends = _merge_ranges([r for _, rs in parsed for r in rs])
             data: dict[int, bytes] = {}
             if starts:
@@ -1066,6 +1075,29 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _checked_pairs(
+    thread_id: str, version: int, flat: list[int] | None, next_seq: int
+) -> tuple[Range, ...]:
+    """:func:`_pairs` of a stored row, validated: an even number of integers forming ranges
+    ``0 <= start <= end <= next_seq``.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` for a damaged row (``context``:
+            ``thread_id``, ``version``, ``path`` ``"$.ranges"``).
+    """
+    if not flat or (
+        len(flat) % 2 == 0
+        and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+    ):
+        return _pairs(flat)
+    raise SerializationError(
+        f"the stored checkpoint of thread {thread_id!r} version {version} is damaged (its "
+        "message ranges are not what tenxgraph wrote); restore the row, delete the thread, or "
+        "read another version",
+        context={"thread_id": thread_id, "version": version, "path": "$.ranges", "type": "ranges"},
+    )
+
+
 def _pairs(flat: list[int] | None) -> tuple[Range, ...]:
     """``[s1, e1, s2, e2, ...]`` -> ``((s1, e1), (s2, e2), ...)``."""
     if not flat:
