@@ -412,8 +412,35 @@ def _json_path(base: str, loc: tuple[Any, ...] | list[Any]) -> str:
     return out
 
 
+def _locate(obj: Any, path: str) -> str:
+    """The path of the innermost value of raw JSON ``obj`` whose tag cannot be decoded."""
+    items: Any = ()
+    if type(obj) is dict:
+        if _TAG in obj:
+            try:
+                _dec(obj)
+                return path
+            except Exception:  # noqa: BLE001 - this tag or one inside it is damaged
+                pass
+        items = ((f"{path}.{k}", v) for k, v in obj.items() if k != _TAG)
+    elif type(obj) is list:
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(obj))
+    for where, v in items:
+        try:
+            _dec(v)
+        except Exception:  # noqa: BLE001
+            return _locate(v, where)
+    return path
+
+
 def _read_error(
-    exc: BaseException, *, thread_id: str | None, version: int | None, path: str, what: str
+    exc: BaseException,
+    *,
+    thread_id: str | None,
+    version: int | None,
+    path: str,
+    what: str,
+    data: Any = None,
 ) -> SerializationError:
     """The :class:`SerializationError` for a stored ``what`` that failed to decode."""
     errors = getattr(exc, "errors", None)
@@ -422,6 +449,11 @@ def _read_error(
             first = errors()[0]
             path = _json_path(path, first.get("loc", ()))
         except Exception:  # noqa: BLE001 - the path stays the row's root
+            pass
+    elif data is not None:  # valid JSON whose tagged value is damaged: find it
+        try:
+            path = _locate(orjson.loads(bytes(data) if isinstance(data, memoryview) else data), path)
+        except Exception:  # noqa: BLE001 - not JSON at all: the row's root
             pass
     kind = type(exc).__name__
     where = f"thread {thread_id!r}" if thread_id is not None else "a thread"
@@ -462,14 +494,21 @@ def decode_checkpoint(
     try:
         decoded = decode_values(state_cls, values)
     except Exception as exc:  # noqa: BLE001 - any decoding failure of a damaged row
-        raise _read_error(exc, thread_id=thread_id, version=version, path="$", what="state") from None
+        raise _read_error(
+            exc, thread_id=thread_id, version=version, path="$", what="state", data=values
+        ) from None
     out: list[Message] = []
     for i, data in enumerate(messages or ()):
         try:
             out.append(decode_message(data))
         except Exception as exc:  # noqa: BLE001
             raise _read_error(
-                exc, thread_id=thread_id, version=version, path=f"$.context[{i}]", what="message"
+                exc,
+                thread_id=thread_id,
+                version=version,
+                path=f"$.context[{i}]",
+                what="message",
+                data=data,
             ) from None
     return decoded, out
 
@@ -495,4 +534,6 @@ def decode_payload(
     try:
         return loads(data)
     except Exception as exc:  # noqa: BLE001 - any decoding failure of a damaged row
-        raise _read_error(exc, thread_id=thread_id, version=None, path=path, what=what) from None
+        raise _read_error(
+            exc, thread_id=thread_id, version=None, path=path, what=what, data=data
+        ) from None

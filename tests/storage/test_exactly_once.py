@@ -126,3 +126,39 @@ async def _sleep(s: float) -> None:
     import anyio
 
     await anyio.sleep(s)
+
+
+async def test_a_resent_write_recognises_its_own_commit_by_its_token(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """The store-level contract the relay test relies on: the same write sent again (same token,
+    so the same values bytes) after it committed succeeds as that commit; any other write for
+    the same version is a conflict."""
+    import dataclasses
+
+    from tenxgraph.core.exceptions import StaleStateError
+
+    cp = PgCheckpointer(pg_dsn, schema=pg_schema)
+    await cp.asetup()
+    source = cp.store.source
+    try:
+        key = cp.key_for({"thread_id": "tok", "user_id": "u"})
+        state = AgentState(context=[Message.text_message("hi", message_id="m1")])
+        w, _ = cp.build_write(key, state, None)
+        assert w.token and w.token.startswith("-:0:")
+        assert (await source.write(w)).version == 1
+        assert (await source.write(w)).version == 1  # its own commit: success, nothing added
+        assert await source.current_version(key) == 1
+        other, _ = cp.build_write(key, state, None)  # same content, another write
+        with pytest.raises(StaleStateError):
+            await source.write(other)
+        with pytest.raises(StaleStateError):  # without a token a write cannot be recognised
+            await source.write(dataclasses.replace(w, token=""))
+        # The CAS path (expected version 1) behaves the same.
+        prev = await cp.aload({"thread_id": "tok", "user_id": "u"})
+        w2, _ = cp.build_write(key, state.model_copy(update={"context_summary": "s"}), prev)
+        assert (await source.write(w2)).version == 2
+        assert (await source.write(w2)).version == 2
+        assert [r.version for r in await source.history(key)] == [2, 1]
+    finally:
+        await cp.aclose()

@@ -7,6 +7,7 @@ threads read back exactly as before. Seeded, so a failure replays.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import random
 import sqlite3
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tenxgraph.core.exceptions import TenxGraphError
+from tenxgraph.core.exceptions import SerializationError, TenxGraphError
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.graph.tool_node import _decode as decode_ledger_result
 from tenxgraph.core.state import AgentState, Message
@@ -310,3 +311,56 @@ async def test_fuzzed_postgres_rows_raise_only_family_errors(
         raw.close()
         await cp.aclose()
     assert sum(v for k, v in errors.items() if k.endswith("STORAGE_SERIALIZATION_000")) > 100, errors
+
+
+async def _damage_one_and_list(cp: Any, raw: Any, caplog: pytest.LogCaptureFixture) -> None:
+    await _populate(cp)
+    raw.set("threads", "metadata", {"thread_id": VICTIMS[0]}, b"{broken" if isinstance(raw, RawPostgres) else "{broken")
+    raw.set("checkpoints", "values", {"thread_id": VICTIMS[1], "version": 2}, b'{"stamp": {"__tx__": "dt", "v": "yesterday"}}')
+    cfg = {"thread_id": VICTIMS[1], "user_id": USER}
+    await cp.store.invalidate(cp.key_for(cfg))
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.storage"):
+        threads = await cp.alist_threads({"user_id": USER})
+        hist = await cp.aget_state_history(dict(cfg), None, None, FuzzState)
+    # One damaged row does not hide the others, and each list call reports it once.
+    assert {t.thread_id for t in threads} == {*VICTIMS[1:], CONTROL}
+    assert [s.version for s in hist] == [3, 1]
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == 2, skipped
+    assert "list_threads skipped 1" in skipped[0] and "get_state_history skipped 1" in skipped[1]
+    # Reading that version names the thread, the version and the JSONPath.
+    with pytest.raises(SerializationError) as info:
+        await cp.aget_version(dict(cfg), 2, FuzzState)
+    assert info.value.context["thread_id"] == VICTIMS[1]
+    assert info.value.context["version"] == 2
+    assert info.value.context["path"] == "$.stamp"
+    assert VICTIMS[1] in str(info.value) and "version 2" in str(info.value)
+
+
+async def test_one_damaged_row_is_skipped_and_reported_once_sqlite(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "skip.db"
+    cp = SqliteCheckpointer(str(path))
+    raw = RawSqlite(path)
+    try:
+        await _damage_one_and_list(cp, raw, caplog)
+    finally:
+        raw.close()
+        await cp.aclose()
+
+
+@pytest.mark.postgres
+async def test_one_damaged_row_is_skipped_and_reported_once_postgres(
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("psycopg_pool")
+    from tenxgraph.storage.checkpointer import PgCheckpointer
+
+    cp = PgCheckpointer(pg_dsn, schema=pg_schema)
+    raw = RawPostgres(pg_dsn, pg_schema)
+    try:
+        await _damage_one_and_list(cp, raw, caplog)
+    finally:
+        raw.close()
+        await cp.aclose()
