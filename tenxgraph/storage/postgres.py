@@ -716,6 +716,8 @@ class PostgresStore:
                 if last:
                     break
                 return False
+            if current is None:  # the thread was deleted meanwhile: this write cannot apply
+                raise stale(w.thread_id, w.expected_version, None)
             if current is not None and current > w.expected_version:
                 # Another write holds the version this one would have created: a real conflict
                 # (or this write committed and was pruned since: then unknown).
