@@ -570,7 +570,7 @@ def _earlier_turn(
     """When every input message is already in ``context`` (by ``message_id``): ``(the stored
     input messages, the answer)``, the answer being the messages that follow the last of them
     up to the next ``user`` message; else ``None``. ``O(k)`` lookups for ``k`` input messages
-    on a :class:`MessageList`, plus the length of the answer."""
+    on a ``MessageList``, plus the length of the answer."""
     if isinstance(context, MessageList):
         pos = context.lineage.pos
     else:

@@ -236,8 +236,8 @@ def report_skipped(operation: str, errors: list[Any]) -> None:
 
 
 def threads_from_rows(rows: Iterable[tuple[Any, ...]]) -> list[ThreadInfo]:
-    """:meth:`ThreadInfo.from_row` of each row, skipping (and reporting once, see
-    :func:`report_skipped`) those whose stored data cannot be decoded, so one damaged row does
+    """``ThreadInfo.from_row`` of each row, skipping (and reporting once, see
+    ``report_skipped``) those whose stored data cannot be decoded, so one damaged row does
     not hide every other thread of its owner."""
     from tenxgraph.core.exceptions import SerializationError
 

@@ -25,13 +25,13 @@ connection turned out dead (e.g. after ``pg_terminate_backend`` or a server rest
 once on a checked connection.
 
 Checkpoint writes are idempotent: each carries a token (inside its ``values``, see
-:attr:`~tenxgraph.storage.base.CheckpointWrite.token`). When the connection breaks after the
+``tenxgraph.storage.base.CheckpointWrite.token``). When the connection breaks after the
 write was sent, the store cannot know whether the server committed it; it reads the thread back
-(:data:`~tenxgraph.storage._sql.WRITE_OUTCOME_PROBE`): the new version holding this write's
+(``tenxgraph.storage._sql.WRITE_OUTCOME_PROBE``): the new version holding this write's
 exact ``values`` means it committed (success, span event ``tenxgraph.commit.recovered``); the
 thread still at the expected version means it did not (the write is sent again, once); another
 write at that version is a real conflict (``StaleStateError``). When the read-back fails too, or
-cannot tell (the version was pruned since), :class:`CommitOutcomeUnknownError` says so; it is
+cannot tell (the version was pruned since), ``CommitOutcomeUnknownError`` says so; it is
 never reported as a conflict.
 
 Pools and event loops: the pool is created with ``open=False`` and opened lazily by the first
@@ -359,8 +359,8 @@ class PostgresStore:
         """Run one statement on a pooled connection and return its rows (binary results).
 
         Retried once, on a checked connection, when the pooled connection was found dead
-        (``retry_dead``); otherwise such a failure raises a :class:`TransientStorageError`
-        for which :func:`_maybe_sent` is true (the statement may have run).
+        (``retry_dead``); otherwise such a failure raises a ``TransientStorageError``
+        for which ``_maybe_sent`` is true (the statement may have run).
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -743,7 +743,7 @@ class PostgresStore:
     async def _lost_write(self, w: CheckpointWrite, sp: Any) -> StorageError | None:
         """Error path of a write whose CAS matched no row: forbidden or stale (a write that
         finds its own token at the new version was an earlier attempt of itself that
-        committed: callers never get here for it, see :meth:`write`)."""
+        committed: callers never get here for it, see ``write``)."""
         owned, current, ours = await self._probe_outcome(w)
         if ours:
             return None
@@ -1080,7 +1080,7 @@ class PostgresStore:
 def _checked_pairs(
     thread_id: str, version: int, flat: list[int] | None, next_seq: int
 ) -> tuple[Range, ...]:
-    """:func:`_pairs` of a stored row, validated: an even number of integers forming ranges
+    """``_pairs`` of a stored row, validated: an even number of integers forming ranges
     ``0 <= start <= end <= next_seq``.
 
     Raises:
@@ -1133,7 +1133,7 @@ def _text(data: bytes) -> str:
 
 
 def _maybe_sent(exc: StorageError) -> bool:
-    """Whether ``exc`` (from :meth:`PostgresStore._fetch`) lost the connection while the
+    """Whether ``exc`` (from ``PostgresStore._fetch``) lost the connection while the
     statement may have been sent, so its outcome must be read back."""
     return bool(getattr(exc, "_tx_maybe_sent", False))
 

@@ -4,16 +4,16 @@ Stored data decodes without executing anything: no pickle, and no class named in
 imported. Values JSON cannot carry exactly are written as small tagged objects
 ``{"__tx__": tag, "v": ...}`` (datetime, date, time, timedelta, UUID, bytes, bytearray, Decimal,
 set, frozenset, tuple, non-finite floats, integers beyond 64 bits as decimal strings of at most
-:data:`MAX_INT_DIGITS` digits, dicts with non-string keys, strings with lone surrogates). Pydantic models and Enums are written as their data and rebuilt by
-validating against the *declared* state class. A write verifies that every state field decodes
+``MAX_INT_DIGITS`` digits, dicts with non-string keys, strings with lone surrogates).
+Pydantic models and Enums are written as their data and rebuilt by validating against the *declared* state class. A write verifies that every state field decodes
 back to an equal value of the same type; otherwise it raises :class:`SerializationError` naming
 the JSONPath of the first value that would not survive (``$.profile.created``), before anything
 is written.
 
-Reads go through :func:`decode_checkpoint` (state values and messages of one version) and
-:func:`decode_payload` (thread metadata, ledger results): whatever is wrong with the stored
+Reads go through ``decode_checkpoint`` (state values and messages of one version) and
+``decode_payload`` (thread metadata, ledger results): whatever is wrong with the stored
 bytes (not JSON, too deep, a tag holding garbage, values failing the state class), the caller
-gets :class:`SerializationError` naming the thread, the version and the JSONPath, never a raw
+gets ``SerializationError`` naming the thread, the version and the JSONPath, never a raw
 ``orjson.JSONDecodeError``, pydantic ``ValidationError``, ``OverflowError`` or
 ``RecursionError``.
 """
@@ -62,13 +62,13 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 #: Largest number of decimal digits of an integer that is stored (as a tagged decimal string when
 #: it does not fit 64 bits). Python's default limit for converting integers to and from text
 #: (``sys.get_int_max_str_digits()``) is 4300, so a longer integer could not be read back by a
-#: default interpreter: it is refused at write with :class:`SerializationError`.
+#: default interpreter: it is refused at write with ``SerializationError``.
 MAX_INT_DIGITS = 4300
 _INT_LIMIT = 10**MAX_INT_DIGITS
 
 #: Key of the write token in the encoded values object of a checkpoint. Pydantic cannot declare
 #: a field whose name starts with ``_``, so it never collides with a state field, and
-#: :func:`decode_values` drops it (it drops every undeclared key).
+#: ``decode_values`` drops it (it drops every undeclared key).
 WRITE_TOKEN_KEY = "_tx_write"
 
 
@@ -319,7 +319,7 @@ def encode_values(state: BaseModel, *, verify: bool = True, token: str | None = 
 
     Args:
         state: an ``AgentState`` (or subclass) instance.
-        token: the checkpoint write's token, stored under :data:`WRITE_TOKEN_KEY` so the exact
+        token: the checkpoint write's token, stored under ``WRITE_TOKEN_KEY`` so the exact
             write can be recognised when its commit was not acknowledged (never decoded as a
             field).
         verify: when the state holds a value whose exact type the encoding alone cannot carry
@@ -442,7 +442,7 @@ def _read_error(
     what: str,
     data: Any = None,
 ) -> SerializationError:
-    """The :class:`SerializationError` for a stored ``what`` that failed to decode."""
+    """The ``SerializationError`` for a stored ``what`` that failed to decode."""
     errors = getattr(exc, "errors", None)
     if callable(errors):  # pydantic ValidationError: point at the first failing value
         try:
@@ -479,7 +479,7 @@ def decode_checkpoint(
 
     Args:
         state_cls: the declared state class to validate the values against.
-        values: the version's encoded values (:func:`encode_values` output).
+        values: the version's encoded values (``encode_values`` output).
         messages: the encoded messages of the version, in list order (``None``: none).
         thread_id, version: where the row comes from (named in the error).
 

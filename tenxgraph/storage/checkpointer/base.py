@@ -191,7 +191,7 @@ class BaseCheckpointer:
             self._seen.popitem(last=False)
 
     def _decode(self, rec: StoredCheckpoint, state_cls: type[AgentState]) -> Loaded:
-        """Decode ``rec`` through :func:`tenxgraph.storage.serde.decode_checkpoint`.
+        """Decode ``rec`` through ``tenxgraph.storage.serde.decode_checkpoint``.
 
         Raises:
             SerializationError: ``STORAGE_SERIALIZATION_000`` naming the thread, the version and
