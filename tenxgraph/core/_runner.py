@@ -576,6 +576,22 @@ async def _run_body(
     meta = run.state.execution_meta
     has_new_input = bool(input_msgs or field_updates)
 
+    # 0. Idempotent turns: an input made of messages that a run of this thread already consumed
+    # (by message_id) is a client's retry; it gets that run's result, the graph does not run
+    # again. A finished or paused run answers at once; a cut-off or stopped one is finished
+    # first (below). See docs/idempotent-turns.md.
+    retry = (
+        run.prev is not None
+        and bool(input_msgs)
+        and not field_updates
+        and not has_resume
+        and _earlier_turn(run.state.context, input_msgs) is not None
+    )
+    if retry and (meta.status == ExecutionStatus.COMPLETED or meta.status in _PAUSED):
+        async for ch in _already_processed(run, input_msgs, granularity):
+            yield ch
+        return
+
     # 1. A pause made by interrupt() must be answered, not silently discarded. A static pause
     # (interrupt_before / interrupt_after) takes new input: it is the human's reply, appended
     # before the paused run goes on (10xGraph's stream guide resumes it that way).
@@ -643,6 +659,10 @@ async def _run_body(
             yield _chunk(run, StreamEvent.MESSAGE, message=m)
         async for ch in _steps(run, resume_from, replay=replay, skip_interrupt_before=skip_before):
             yield ch
+        if retry and _earlier_turn(run.state.context, input_msgs) is not None:
+            async for ch in _already_processed(run, input_msgs, granularity, streamed=True):
+                yield ch
+            return
         if reply_to_pause or run.state.execution_meta.status != ExecutionStatus.COMPLETED:
             yield RunResult(_result(run, granularity, input_msgs if reply_to_pause else []), run.state)
             return
@@ -841,6 +861,61 @@ async def _execute_node(
         raise
     finally:
         node_span.end()
+
+
+def _earlier_turn(
+    context: list[Message], input_msgs: list[Message]
+) -> tuple[list[Message], list[Message]] | None:
+    """When every input message is already in ``context`` (by ``message_id``): ``(the stored
+    input messages, the answer)``, the answer being the messages that follow the last of them
+    up to the next ``user`` message; else ``None``. ``O(k)`` lookups for ``k`` input messages
+    on a ``MessageList``, plus the length of the answer."""
+    if isinstance(context, MessageList):
+        pos = context.lineage.pos
+    else:
+        pos = {}
+        for i, m in enumerate(context):
+            pos.setdefault(m.message_id, i)
+    n = len(context)
+    found: list[int] = []
+    for m in input_msgs:
+        i = pos.get(m.message_id)
+        if i is None or i >= n or context[i].message_id != m.message_id:
+            return None
+        found.append(i)
+    found.sort()
+    answer: list[Message] = []
+    for i in range(found[-1] + 1, n):
+        m = context[i]
+        if m.role == "user":
+            break
+        answer.append(m)
+    return [context[i] for i in found], answer
+
+
+async def _already_processed(
+    run: _Run, input_msgs: list[Message], granularity: ResponseGranularity, streamed: bool = False
+) -> AsyncIterator[StreamChunk]:
+    """Answer a retried turn with the earlier run's result, flagged ``already_processed``."""
+    assert run.state is not None
+    turn = _earlier_turn(run.state.context, input_msgs)
+    assert turn is not None
+    stored, answer = turn
+    run.span.add_event(EVENT.ALREADY_PROCESSED, {ATTR.RUN_ID: run.rc.run_id})
+    if not streamed:
+        for m in answer:
+            yield _chunk(run, StreamEvent.MESSAGE, message=m)
+    yield _chunk(
+        run,
+        StreamEvent.STATE,
+        state=run.state,
+        data={"status": "already_processed", "already_processed": True},
+    )
+    run.produced = list(answer)
+    run.resumed_count = 0
+    out = _result(run, granularity, stored)
+    out["already_processed"] = True
+    yield RunResult(out, run.state)
 
 
 async def _steps(

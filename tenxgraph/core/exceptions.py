@@ -19,6 +19,7 @@ from tenxgraph._redact import redact
 
 __all__ = [
     "ERROR_CODES",
+    "CommitOutcomeUnknownError",
     "ConfigError",
     "GraphError",
     "GraphRecursionError",
@@ -68,6 +69,10 @@ ERROR_CODES: dict[str, str] = {
     "STORAGE_000": "generic storage error",
     "STORAGE_CONFLICT_000": "compare-and-swap lost: the thread moved on since this run read it",
     "STORAGE_TRANSIENT_001": "retryable storage failure (connection lost, pool timeout)",
+    "STORAGE_COMMIT_UNKNOWN_001": (
+        "the connection broke while a checkpoint write was committing and the outcome could "
+        "not be read back: read the thread's version to find out"
+    ),
     "STORAGE_SERIALIZATION_000": "a value cannot be encoded or decoded losslessly",
     "STORAGE_SCHEMA_001": "the database schema is newer than this code",
     "STORAGE_SCHEMA_002": "the tenxgraph tables are missing or older than this code: run setup",
@@ -338,11 +343,32 @@ class StorageConnectionError(StorageError):
     default_code = "STORAGE_CONNECT_001"
 
 
+class CommitOutcomeUnknownError(StorageError):
+    """A checkpoint write's outcome is unknown (``STORAGE_COMMIT_UNKNOWN_001``).
+
+    The connection broke after the write was sent and before the server's answer arrived, and
+    reading the thread back (to recognise the write by its token) failed too. The write either
+    committed entirely or not at all; nothing partial is visible. Find out by reading the
+    thread's state or version (``get_state`` / ``get_state_history``): the write committed when
+    the thread is at ``context["attempted_version"]`` and that version's
+    ``execution_meta.run_id`` is this run's. Re-sending the same input ``Message`` (same
+    ``message_id``) is always safe: a turn whose input a finished run already consumed returns
+    that run's result without running the graph again. Not a subclass of
+    ``TransientStorageError``: blindly retrying the write could apply it twice.
+    ``context``: ``thread_id``, ``attempted_version``, ``backend``, ``sqlstate``.
+    """
+
+    default_code = "STORAGE_COMMIT_UNKNOWN_001"
+
+
 class SerializationError(StorageError):
     """A value cannot be stored losslessly (``STORAGE_SERIALIZATION_000``).
 
-    Raised before anything is written. ``context``: ``path`` (JSONPath of the value, e.g.
-    ``$.profile.created``), ``type`` (the value's type name).
+    Raised before anything is written, and by every read whose stored row cannot be decoded
+    (a damaged row, a state class changed incompatibly). ``context``: ``path`` (JSONPath of the
+    value, e.g. ``$.profile.created``), ``type`` (the value's type name or the decoding error's
+    kind); on reads also ``thread_id`` and ``version`` (``None`` for thread metadata and ledger
+    rows).
     """
 
     default_code = "STORAGE_SERIALIZATION_000"

@@ -63,6 +63,7 @@ __all__ = [
     "TABLE_EXISTS",
     "TABLE_LAYOUT",
     "WRITE_CONFLICT_PROBE",
+    "WRITE_OUTCOME_PROBE",
     "identifiers",
     "qualified_name",
     "render",
@@ -171,6 +172,20 @@ WRITE_CONFLICT_PROBE = Statement(
     "SELECT",
     """
 SELECT owner = %(owner)b, version FROM {threads} WHERE thread_id = %(thread_id)b
+""",
+)
+
+WRITE_OUTCOME_PROBE = Statement(
+    "WRITE_OUTCOME_PROBE",
+    "error path of a write whose answer was lost or whose CAS matched no row: is the thread the "
+    "caller's, its version, and the stored values of the version the write would have created "
+    "(they hold the write's token)",
+    "SELECT",
+    """
+SELECT t.owner = %(owner)b, t.version, CASE WHEN t.owner = %(owner)b THEN c."values" END
+  FROM {threads} AS t
+  LEFT JOIN {checkpoints} AS c ON c.thread_id = %(thread_id)b AND c.version = %(version)b::int8
+ WHERE t.thread_id = %(thread_id)b
 """,
 )
 
@@ -521,6 +536,7 @@ ALL_STATEMENTS: dict[str, Statement] = {
         CHECKPOINT_CAS,
         CHECKPOINT_CREATE,
         WRITE_CONFLICT_PROBE,
+        WRITE_OUTCOME_PROBE,
         READ_CHECKPOINT,
         READ_CHECKPOINT_META,
         CURRENT_VERSION,

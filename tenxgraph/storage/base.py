@@ -21,6 +21,8 @@ message list is the rows of its ranges, in order.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,7 +37,11 @@ __all__ = [
     "ThreadKey",
     "expand_ranges",
     "ranges_len",
+    "report_skipped",
+    "threads_from_rows",
 ]
+
+_log = logging.getLogger("tenxgraph.storage")
 
 #: ``(start, end)``: message seqs ``start, start+1, ..., end-1``.
 Range = tuple[int, int]
@@ -116,6 +122,10 @@ class CheckpointWrite:
         history_limit: keep this many newest versions (prune older ones in the same round
             trip); ``None`` keeps all.
         created_at: UNIX time in seconds.
+        token: identifies this write (``"<run_id>:<step>:<random>"``); it is also stored inside
+            ``values`` (key ``serde.WRITE_TOKEN_KEY``), so a tier whose connection broke after
+            sending the write recognises its own commit by reading the new version's
+            ``values`` back and comparing the bytes (see ``PostgresStore.write``).
     """
 
     thread_id: str
@@ -128,6 +138,7 @@ class CheckpointWrite:
     status: str
     history_limit: int | None
     created_at: float
+    token: str = ""
 
     def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
         """The :class:`StoredCheckpoint` this write creates once it succeeds."""
@@ -191,11 +202,77 @@ class ThreadInfo:
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> ThreadInfo:
         """Build from a ``(thread_id, owner, version, status, created_at, updated_at,
-        metadata_json_bytes)`` row, the column order every tier's thread listing uses."""
+        metadata_json_bytes)`` row, the column order every tier's thread listing uses.
+
+        Raises:
+            SerializationError: ``STORAGE_SERIALIZATION_000`` when the metadata is not a
+                decodable JSON object (``context``: ``thread_id``, ``path`` ``"$.metadata"``).
+        """
+        from tenxgraph.core.exceptions import SerializationError
         from tenxgraph.storage import serde
 
         tid, owner, version, status, created, updated, meta = row
-        return cls(tid, owner, version, status, created, updated, serde.loads(meta))
+        data = serde.decode_payload(meta, thread_id=str(tid), what="metadata", path="$.metadata")
+        if not isinstance(data, dict):
+            raise SerializationError(
+                f"the stored metadata of thread {tid!r} is a {type(data).__name__}, not a JSON "
+                "object; the row is damaged",
+                context={"thread_id": str(tid), "version": None, "path": "$.metadata", "type": type(data).__name__},
+            )
+        return cls(tid, owner, version, status, created, updated, data)
+
+
+def report_skipped(operation: str, errors: list[Any]) -> None:
+    """Report, once per call of a list operation, the rows it skipped as undecodable: one
+    warning (logger ``tenxgraph.storage``) and one ``tenxgraph.row.skipped`` event on the
+    current span, naming the count and the first few ``(thread, version, path)`` (no values).
+
+    Args:
+        operation: the list operation (``"list_threads"``, ``"get_state_history"``).
+        errors: the ``SerializationError`` s of the skipped rows (nothing is reported when
+            empty).
+    """
+    if not errors:
+        return
+    from opentelemetry import trace
+
+    from tenxgraph.telemetry import ATTR, EVENT
+
+    where = [
+        f"{e.context.get('thread_id')!r}@{e.context.get('version')}:{e.context.get('path')}"
+        for e in errors[:5]
+    ]
+    _log.warning(
+        "%s skipped %d stored row(s) that cannot be decoded (%s%s); the other rows are "
+        "returned. Restore or delete the damaged rows",
+        operation,
+        len(errors),
+        ", ".join(where),
+        ", ..." if len(errors) > 5 else "",
+    )
+    sp = trace.get_current_span()
+    if sp.is_recording():
+        sp.add_event(
+            EVENT.ROW_SKIPPED,
+            {ATTR.DB_OPERATION: operation, ATTR.ROWS_SKIPPED: len(errors)},
+        )
+
+
+def threads_from_rows(rows: Iterable[tuple[Any, ...]]) -> list[ThreadInfo]:
+    """``ThreadInfo.from_row`` of each row, skipping (and reporting once, see
+    ``report_skipped``) those whose stored data cannot be decoded, so one damaged row does
+    not hide every other thread of its owner."""
+    from tenxgraph.core.exceptions import SerializationError
+
+    out: list[ThreadInfo] = []
+    bad: list[SerializationError] = []
+    for row in rows:
+        try:
+            out.append(ThreadInfo.from_row(row))
+        except SerializationError as exc:
+            bad.append(exc)
+    report_skipped("list_threads", bad)
+    return out
 
 
 @dataclass(slots=True)

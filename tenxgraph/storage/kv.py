@@ -135,8 +135,14 @@ class RedisKV:
     between namespace and key unambiguous. ``SET ... PX`` / ``GET`` / ``DEL`` / ``SCAN``.
 
     Args:
-        client: a ``redis.asyncio.Redis`` client (bytes responses).
+        client: a ``redis.asyncio.Redis`` (or ``RedisCluster``) client (bytes responses).
         prefix: the checkpointer's Redis key prefix (``tenxgraph:<digest>:``).
+        client_fn: instead of ``client``, a function returning the client to use for each call
+            (the Redis tier's client of the running event loop).
+
+    Raises:
+        ConfigError: ``CONFIG_001`` when neither or both of ``client`` and ``client_fn`` are
+            given.
 
     Reads that fail are misses (logged as a warning); writes and deletes that fail raise
     ``TransientStorageError`` (``STORAGE_TRANSIENT_001``) so the caller knows the value was not
@@ -145,9 +151,21 @@ class RedisKV:
 
     name = "redis"
 
-    def __init__(self, client: Any, prefix: str) -> None:
-        self._client = client
+    def __init__(
+        self, client: Any = None, prefix: str = "tenxgraph:", *, client_fn: Any = None
+    ) -> None:
+        if (client is None) == (client_fn is None):
+            from tenxgraph.core.exceptions import ConfigError
+
+            raise ConfigError(
+                "RedisKV needs exactly one of client= or client_fn=", context={"key": "client"}
+            )
+        self._client_fn = client_fn if client_fn is not None else (lambda: client)
         self.prefix = prefix
+
+    @property
+    def _client(self) -> Any:
+        return self._client_fn()
 
     def _ns(self, namespace: str) -> str:
         return f"{self.prefix}{{kv:{len(namespace)}:{namespace}}}:"

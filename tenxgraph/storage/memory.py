@@ -54,6 +54,7 @@ from tenxgraph.storage.base import (
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
+    threads_from_rows,
 )
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
@@ -372,7 +373,7 @@ class MemoryStore:
         rows.sort(key=lambda r: (-r[5], r[0]))
         offset = max(offset or 0, 0)
         rows = rows[offset : None if limit is None else offset + max(limit, 0)]
-        return [ThreadInfo.from_row(row) for row in rows]
+        return threads_from_rows(rows)
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread.

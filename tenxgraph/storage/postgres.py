@@ -22,8 +22,17 @@ timeouts and SQLSTATE classes 08, 40, 53 and 57 become :class:`TransientStorageE
 every message passes through :func:`~tenxgraph.core.exceptions.redact`, so a DSN's password
 never reaches an error, a log line or a span. A statement that fails because its pooled
 connection turned out dead (e.g. after ``pg_terminate_backend`` or a server restart) is retried
-once on a checked connection; retrying is safe because every write is a compare-and-swap (if
-the first attempt did commit, the retry reports ``StaleStateError``).
+once on a checked connection.
+
+Checkpoint writes are idempotent: each carries a token (inside its ``values``, see
+``tenxgraph.storage.base.CheckpointWrite.token``). When the connection breaks after the
+write was sent, the store cannot know whether the server committed it; it reads the thread back
+(``tenxgraph.storage._sql.WRITE_OUTCOME_PROBE``): the new version holding this write's
+exact ``values`` means it committed (success, span event ``tenxgraph.commit.recovered``); the
+thread still at the expected version means it did not (the write is sent again, once); another
+write at that version is a real conflict (``StaleStateError``). When the read-back fails too, or
+cannot tell (the version was pruned since), ``CommitOutcomeUnknownError`` says so; it is
+never reported as a conflict.
 
 Pools and event loops: the pool is created with ``open=False`` and opened lazily by the first
 async call, inside the running loop. A call from another event loop (e.g. a second
@@ -53,10 +62,12 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 
 from tenxgraph.core._portal import ensure_no_running_loop
 from tenxgraph.core.exceptions import (
+    CommitOutcomeUnknownError,
     ConfigError,
     LedgerWriteError,
     ResourceNotFoundError,
     SchemaVersionError,
+    SerializationError,
     StorageConnectionError,
     StorageError,
     TransientStorageError,
@@ -75,9 +86,11 @@ from tenxgraph.storage.base import (
     ThreadInfo,
     ThreadKey,
     ranges_len,
+    report_skipped,
+    threads_from_rows,
 )
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
-from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, span
+from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, span
 
 __all__ = ["DEFAULT_POOL_CONFIG", "POOLERS", "PostgresStore", "normalize_dsn"]
 
@@ -448,10 +461,14 @@ class PostgresStore:
                 loop.call_soon_threadsafe(entry.guard.cancel)  # the guard closes the pool
 
     # -- execution and error translation ---------------------------------------------------------
-    async def _fetch(self, query: str, params: dict[str, Any]) -> _Rows:
+    async def _fetch(
+        self, query: str, params: dict[str, Any], *, retry_dead: bool = True
+    ) -> _Rows:
         """Run one statement on a pooled connection and return its rows (binary results).
 
-        Retried once, on a checked connection, when the pooled connection was found dead.
+        Retried once, on a checked connection, when the pooled connection was found dead
+        (``retry_dead``); otherwise such a failure raises a ``TransientStorageError``
+        for which ``_maybe_sent`` is true (the statement may have run).
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -477,8 +494,10 @@ class PostgresStore:
                 finally:
                     await pool.putconn(conn)
             except psycopg.Error as exc:
-                if attempt == 0 and _connection_gone(exc):
+                gone = _connection_gone(exc)
+                if gone:
                     await _check_pool(pool)
+                if attempt == 0 and gone and retry_dead:
                     continue
                 if attempt == 0 and getattr(exc, "sqlstate", None) in _PREPARED_LOST:
                     self._stop_preparing()
@@ -487,7 +506,10 @@ class PostgresStore:
                     refused = await self._refused_for_good()
                     if refused is not None:
                         raise refused from None
-                raise self._translate(exc) from None
+                err = self._translate(exc)
+                if gone:
+                    err._tx_maybe_sent = True  # type: ignore[attr-defined]
+                raise err from None
             except UnicodeEncodeError:
                 raise StorageError(
                     "a thread id, user id or status is not valid Unicode text (lone "
@@ -864,19 +886,114 @@ class PostgresStore:
         attrs[ATTR.BYTES] = len(w.values) + sum(map(len, datas))
         attrs[ATTR.MESSAGES_WRITTEN] = len(msgs)
         with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs) as sp:
-            rows = await self._fetch(query, params)
-            if not rows:
-                raise await self._lost_write(w, sp)
+            for attempt in (0, 1):
+                try:
+                    rows = await self._fetch(query, params, retry_dead=False)
+                except TransientStorageError as exc:
+                    if not _maybe_sent(exc):
+                        raise
+                    committed = await self._write_outcome(w, exc, last=attempt == 1)
+                    if committed:
+                        sp.add_event(
+                            EVENT.COMMIT_RECOVERED,
+                            {ATTR.THREAD_ID: w.thread_id, ATTR.VERSION: new_version},
+                        )
+                        return w.to_record(None)
+                    continue  # not committed: send it again (once)
+                if not rows:
+                    err = await self._lost_write(w, sp)
+                    if err is not None:
+                        raise err
+                    sp.add_event(
+                        EVENT.COMMIT_RECOVERED,
+                        {ATTR.THREAD_ID: w.thread_id, ATTR.VERSION: new_version},
+                    )
+                break
         return w.to_record(None)
 
-    async def _lost_write(self, w: CheckpointWrite, sp: Any) -> StorageError:
-        """Error path of a write whose CAS matched no row: forbidden or stale."""
+    async def _probe_outcome(self, w: CheckpointWrite) -> tuple[bool | None, int | None, bool]:
+        """``(owned, current_version, ours)`` of the thread after an ambiguous write, where
+        ``ours`` says the version ``w`` would have created holds ``w``'s exact values (token
+        included). ``owned`` is ``None`` for a missing thread."""
         rows = await self._fetch(
-            self._q["WRITE_CONFLICT_PROBE"], {"thread_id": w.thread_id, "owner": w.user_id}
+            self._q["WRITE_OUTCOME_PROBE"],
+            {"thread_id": w.thread_id, "owner": w.user_id, "version": w.expected_version + 1},
         )
-        if rows and rows[0][0] is False:
+        if not rows:
+            return None, None, False
+        owned, current, values = rows[0]
+        # Only a write carrying a token can be recognised: without one, equal values may come
+        # from another write.
+        ours = bool(w.token) and values is not None and bytes(values) == w.values
+        return bool(owned), int(current), ours
+
+    async def _write_outcome(
+        self, w: CheckpointWrite, cause: TransientStorageError, *, last: bool
+    ) -> bool:
+        """Settle a write whose connection broke after it may have been sent.
+
+        Returns:
+            ``True`` when ``w`` committed; ``False`` when it certainly did not (the thread is
+            still at ``w.expected_version``, so sending it again is safe) and ``last`` is false.
+
+        Raises:
+            StaleStateError: another write created the version ``w`` would have created.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            CommitOutcomeUnknownError: the thread could not be read back (a few tries within
+                about 1 s), the version was pruned since, or the second attempt failed the same
+                way.
+        """
+        delay = 0.05
+        probe_error: BaseException | None = None
+        for _ in range(4):
+            try:
+                owned, current, ours = await self._probe_outcome(w)
+            except TransientStorageError as exc:
+                probe_error = exc
+                await asyncio.sleep(delay)
+                delay *= 3
+                continue
+            if ours:
+                return True
+            if owned is False:
+                raise forbidden(w.thread_id)
+            if current is None if w.expected_version == 0 else current == w.expected_version:
+                if last:
+                    break
+                return False
+            if current is None:  # the thread was deleted meanwhile: this write cannot apply
+                raise stale(w.thread_id, w.expected_version, None)
+            if current is not None and current > w.expected_version:
+                # Another write holds the version this one would have created: a real conflict
+                # (or this write committed and was pruned since: then unknown).
+                if w.history_limit is None or current - w.history_limit < w.expected_version + 1:
+                    raise stale(w.thread_id, w.expected_version, current)
+            break
+        else:
+            cause = probe_error if isinstance(probe_error, TransientStorageError) else cause
+        raise CommitOutcomeUnknownError(
+            f"the connection to Postgres at {self._target} broke while the checkpoint write of "
+            f"thread {w.thread_id!r} (version {w.expected_version + 1}) was committing, and "
+            "the outcome could not be read back; it either committed entirely or not at all. "
+            "Read the thread's state or version (get_state / get_state_history) to find out; "
+            "re-sending the same input Message (same message_id) is safe",
+            context={
+                "thread_id": w.thread_id,
+                "attempted_version": w.expected_version + 1,
+                "backend": "postgresql",
+                "sqlstate": cause.context.get("sqlstate"),
+            },
+        )
+
+    async def _lost_write(self, w: CheckpointWrite, sp: Any) -> StorageError | None:
+        """Error path of a write whose CAS matched no row: forbidden or stale (a write that
+        finds its own token at the new version was an earlier attempt of itself that
+        committed: callers never get here for it, see ``write``)."""
+        owned, current, ours = await self._probe_outcome(w)
+        if ours:
+            return None
+        if owned is False:
             return forbidden(w.thread_id)
-        current = int(rows[0][1]) if rows else None
         add_conflict_event(sp, w.thread_id, w.expected_version, current)
         return stale(w.thread_id, w.expected_version, current)
 
@@ -911,7 +1028,7 @@ class PostgresStore:
                 sp.set_attribute(ATTR.HIT, False)
                 return None
             v, values, flat, next_seq, status, created_at, messages = rows[0]
-            ranges = _pairs(flat)
+            ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
             if messages is not None and len(messages) != ranges_len(ranges):
                 raise StorageError(
                     f"version {v} of thread {key.thread_id!r} references message rows that "
@@ -976,7 +1093,14 @@ class PostgresStore:
             sp.set_attribute(ATTR.HIT, bool(rows))
             if not rows:
                 return []
-            parsed = [(row, _pairs(row[2])) for row in rows]
+            parsed = []
+            bad: list[SerializationError] = []
+            for row in rows:
+                try:
+                    parsed.append((row, _checked_pairs(key.thread_id, row[0], row[2], row[3])))
+                except SerializationError as exc:  # one damaged version: left out, reported
+                    bad.append(exc)
+            report_skipped("get_state_history", bad)
             starts, ends = _merge_ranges([r for _, rs in parsed for r in rs])
             data: dict[int, bytes] = {}
             if starts:
@@ -1042,7 +1166,7 @@ class PostgresStore:
         rows = await self._fetch(
             self._q[name], {"owner": user_id, "limit": limit, "offset": max(offset or 0, 0)}
         )
-        return [ThreadInfo.from_row(row) for row in rows]
+        return threads_from_rows(rows)
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread (one statement).
@@ -1222,6 +1346,29 @@ def _url_password(conninfo: str) -> str:
     return userinfo.split(":", 1)[1] if ":" in userinfo else ""
 
 
+def _checked_pairs(
+    thread_id: str, version: int, flat: list[int] | None, next_seq: int
+) -> tuple[Range, ...]:
+    """``_pairs`` of a stored row, validated: an even number of integers forming ranges
+    ``0 <= start <= end <= next_seq``.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` for a damaged row (``context``:
+            ``thread_id``, ``version``, ``path`` ``"$.ranges"``).
+    """
+    if not flat or (
+        len(flat) % 2 == 0
+        and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+    ):
+        return _pairs(flat)
+    raise SerializationError(
+        f"the stored checkpoint of thread {thread_id!r} version {version} is damaged (its "
+        "message ranges are not what tenxgraph wrote); restore the row, delete the thread, or "
+        "read another version",
+        context={"thread_id": thread_id, "version": version, "path": "$.ranges", "type": "ranges"},
+    )
+
+
 def _pairs(flat: list[int] | None) -> tuple[Range, ...]:
     """``[s1, e1, s2, e2, ...]`` -> ``((s1, e1), (s2, e2), ...)``."""
     if not flat:
@@ -1252,6 +1399,12 @@ def _utf8(text: str) -> bytes:
 def _text(data: bytes) -> str:
     """Inverse of :func:`_utf8`."""
     return bytes(data).decode("utf-8", "surrogatepass")
+
+
+def _maybe_sent(exc: StorageError) -> bool:
+    """Whether ``exc`` (from ``PostgresStore._fetch``) lost the connection while the
+    statement may have been sent, so its outcome must be read back."""
+    return bool(getattr(exc, "_tx_maybe_sent", False))
 
 
 def _connection_gone(exc: psycopg.Error) -> bool:

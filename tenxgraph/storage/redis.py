@@ -65,6 +65,7 @@ import asyncio
 import hashlib
 import logging
 import time
+import weakref
 from typing import Any, NamedTuple
 
 import orjson
@@ -426,7 +427,10 @@ class RedisCache:
         url: a Redis URL (``redis://[:password@]host:6379/0``, ``rediss://``, ``unix://``).
             Ignored when ``client`` is given. Passwords never appear in logs or spans.
         client: an existing ``redis.asyncio.Redis`` (it must return bytes, i.e.
-            ``decode_responses=False``); the caller keeps ownership and closes it.
+            ``decode_responses=False``); the caller keeps ownership and closes it. Like every
+            redis-py asyncio client it belongs to the event loop it is first used on.
+        client_kwargs: extra keyword arguments for the clients created from ``url``
+            (``redis.asyncio.Redis.from_url``, e.g. ``max_connections``).
         prefix: prepended to every key; must not contain ``{`` or ``}`` (the hash tag is the
             thread id). Default ``"tenxgraph:"``.
         ttl_s: every key of a thread expires this many seconds after its last write
@@ -468,6 +472,7 @@ class RedisCache:
         timeout_s: float = 2.0,
         reconnect_backoff_s: float = 1.0,
         cluster: bool = False,
+        client_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if client is None and not url:
             raise ConfigError("RedisCache needs url= or client=", context={"key": "url"})
@@ -487,16 +492,24 @@ class RedisCache:
                 context={"key": "ttl_s"},
             )
         self._owns_client = client is None
+        self._url = url
+        self._factory: Any = RedisCluster if cluster else aioredis.Redis
+        self._client_kwargs: dict[str, Any] = {
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+            "retry": Retry(NoBackoff(), 0),
+            **(client_kwargs or {}),
+        }
+        # A client created from ``url`` per event loop (redis-py connections belong to the loop
+        # that opened them): a second ``asyncio.run`` or the sync API's portal loop gets its
+        # own, closed when that loop shuts down (see _LoopClient).
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
         if client is None:
             assert url is not None
-            factory = RedisCluster if cluster else aioredis.Redis
-            client = factory.from_url(
-                url,
-                socket_timeout=timeout_s,
-                socket_connect_timeout=timeout_s,
-                retry=Retry(NoBackoff(), 0),
-            )
-        self._client: aioredis.Redis | RedisCluster = client
+            client = self._factory.from_url(url, **self._client_kwargs)
+        self._given: aioredis.Redis | RedisCluster = client
         self.prefix = prefix
         self.ttl_s = int(ttl_s)
         self.timeout_s = float(timeout_s)
@@ -508,11 +521,12 @@ class RedisCache:
             self._server_attrs[ATTR.SERVER_ADDRESS] = str(kw["host"])
         if "port" in kw:
             self._server_attrs[ATTR.SERVER_PORT] = int(kw["port"])
-        self._get_script = client.register_script(_GET_LUA)
-        self._put_script = client.register_script(_PUT_LUA)
-        self._stamp_script = client.register_script(_SET_STAMP_LUA)
-        self._mark_script = client.register_script(_MARK_LUA)
-        self._invalidate_script = client.register_script(_INVALIDATE_LUA)
+        self._given_scripts = _Scripts(client)
+        self._get_script = self._script("get")
+        self._put_script = self._script("put")
+        self._stamp_script = self._script("stamp")
+        self._mark_script = self._script("mark")
+        self._invalidate_script = self._script("invalidate")
         self._down_until = 0.0
         self._down = False
         self._trusted_at = 0.0
@@ -520,6 +534,7 @@ class RedisCache:
         self._dirty: set[str] = set()
         self._dirty_overflow = False
         self._closed = False
+        self._given_used = False
         self._stats = {
             "hits": 0,
             "misses": 0,
@@ -531,6 +546,46 @@ class RedisCache:
 
     def __repr__(self) -> str:
         return f"RedisCache({self._where!r}, prefix={self.prefix!r})"
+
+    # ------------------------------------------------------------------ clients per loop
+
+    def _entry(self) -> _LoopClient | None:
+        """The running loop's client and scripts (created on first use), or ``None`` when the
+        application's client is used."""
+        if not self._owns_client:
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        entry = self._loops.get(loop)
+        if entry is None:
+            for old in [lp for lp in list(self._loops) if lp.is_closed()]:
+                self._loops.pop(old, None)
+            if not self._loops and not self._given_used:
+                client = self._given  # the client built in __init__ serves the first loop
+                self._given_used = True
+            else:
+                client = self._factory.from_url(self._url, **self._client_kwargs)
+            entry = _LoopClient(client, _Scripts(client))
+            entry.guard = loop.create_task(_close_on_loop_shutdown(client))
+            self._loops[loop] = entry
+        return entry
+
+    @property
+    def _client(self) -> aioredis.Redis | RedisCluster:
+        entry = self._entry()
+        return self._given if entry is None else entry.client
+
+    def _script(self, name: str) -> Any:
+        """A callable ``(keys, args)`` running script ``name`` on the running loop's client."""
+
+        async def call(keys: Any = None, args: Any = None) -> Any:
+            entry = self._entry()
+            scripts = self._given_scripts if entry is None else entry.scripts
+            return await getattr(scripts, name)(keys, args)
+
+        return call
 
     # ------------------------------------------------------------------ keys
 
@@ -771,9 +826,20 @@ class RedisCache:
                 pass
         if self._owns_client:
             try:
-                await self._client.aclose()
-            except Exception:  # closing must not fail the caller
-                logger.debug("closing the Redis client failed", exc_info=True)
+                current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            for loop, entry in list(self._loops.items()):
+                self._loops.pop(loop, None)
+                if loop is current:
+                    if entry.guard is not None:
+                        entry.guard.cancel()
+                    try:
+                        await entry.client.aclose()
+                    except Exception:  # closing must not fail the caller
+                        logger.debug("closing the Redis client failed", exc_info=True)
+                elif not loop.is_closed() and entry.guard is not None:
+                    loop.call_soon_threadsafe(entry.guard.cancel)  # the guard closes it
 
     # ------------------------------------------------------------------ stamps
 
@@ -986,11 +1052,12 @@ class RedisCache:
 
     def _start_probe(self) -> None:
         """Start the background reconnection probe unless it runs already."""
-        if self._closed or (self._probe is not None and not self._probe.done()):
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            return
+        probe = self._probe
+        if self._closed or (probe is not None and not probe.done() and probe.get_loop() is loop):
             return
         self._probe = loop.create_task(self._probe_loop(), name="tenxgraph-redis-probe")
 
@@ -1082,3 +1149,40 @@ class RedisCache:
             status=status,
             created_at=created_at,
         )
+
+
+class _Scripts:
+    """The Lua scripts of the tier, registered on one client."""
+
+    __slots__ = ("get", "invalidate", "mark", "put", "stamp")
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.get = client.register_script(_GET_LUA)
+        self.put = client.register_script(_PUT_LUA)
+        self.stamp = client.register_script(_SET_STAMP_LUA)
+        self.mark = client.register_script(_MARK_LUA)
+        self.invalidate = client.register_script(_INVALIDATE_LUA)
+
+
+class _LoopClient:
+    """The client of one event loop, its scripts, and the task that closes it with the loop."""
+
+    __slots__ = ("client", "guard", "scripts")
+
+    def __init__(self, client: aioredis.Redis, scripts: _Scripts) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.guard: asyncio.Task[None] | None = None
+
+
+async def _close_on_loop_shutdown(client: aioredis.Redis) -> None:
+    """Wait forever; when cancelled (the loop is shutting down, e.g. at the end of
+    ``asyncio.run``, or the tier is closed), close ``client`` on its own loop, so no
+    connection outlives the loop that opened it ("Event loop is closed")."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        try:
+            await client.aclose()
+        except Exception:  # noqa: BLE001 - best effort at loop shutdown
+            logger.debug("closing a Redis client at loop shutdown failed", exc_info=True)

@@ -2,13 +2,20 @@
 
 Stored data decodes without executing anything: no pickle, and no class named in storage is ever
 imported. Values JSON cannot carry exactly are written as small tagged objects
-``{"__tx__": tag, "v": ...}`` (datetime, date, time, timedelta, UUID, bytes, Decimal, set,
-frozenset, tuple, non-finite floats, integers beyond 64 bits, dicts with non-string keys, strings
-with lone surrogates). Pydantic models and Enums are written as their data and rebuilt by
-validating against the *declared* state class. A write verifies that every state field decodes
+``{"__tx__": tag, "v": ...}`` (datetime, date, time, timedelta, UUID, bytes, bytearray, Decimal,
+set, frozenset, tuple, non-finite floats, integers beyond 64 bits as decimal strings of at most
+``MAX_INT_DIGITS`` digits, dicts with non-string keys, strings with lone surrogates).
+Pydantic models and Enums are written as their data and rebuilt by validating against the *declared* state class. A write verifies that every state field decodes
 back to an equal value of the same type; otherwise it raises :class:`SerializationError` naming
 the JSONPath of the first value that would not survive (``$.profile.created``), before anything
 is written.
+
+Reads go through ``decode_checkpoint`` (state values and messages of one version) and
+``decode_payload`` (thread metadata, ledger results): whatever is wrong with the stored
+bytes (not JSON, too deep, a tag holding garbage, values failing the state class), the caller
+gets ``SerializationError`` naming the thread, the version and the JSONPath, never a raw
+``orjson.JSONDecodeError``, pydantic ``ValidationError``, ``OverflowError`` or
+``RecursionError``.
 """
 
 from __future__ import annotations
@@ -30,7 +37,11 @@ from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state.message import Message
 
 __all__ = [
+    "MAX_INT_DIGITS",
+    "WRITE_TOKEN_KEY",
+    "decode_checkpoint",
     "decode_message",
+    "decode_payload",
     "decode_values",
     "dumps",
     "encode_message",
@@ -47,6 +58,18 @@ _TAG = "__tx__"
 _flags = threading.local()
 _TAG_B = b'"__tx__"'
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+#: Largest number of decimal digits of an integer that is stored (as a tagged decimal string when
+#: it does not fit 64 bits). Python's default limit for converting integers to and from text
+#: (``sys.get_int_max_str_digits()``) is 4300, so a longer integer could not be read back by a
+#: default interpreter: it is refused at write with ``SerializationError``.
+MAX_INT_DIGITS = 4300
+_INT_LIMIT = 10**MAX_INT_DIGITS
+
+#: Key of the write token in the encoded values object of a checkpoint. Pydantic cannot declare
+#: a field whose name starts with ``_``, so it never collides with a state field, and
+#: ``decode_values`` drops it (it drops every undeclared key).
+WRITE_TOKEN_KEY = "_tx_write"
 
 
 def _fail(path: str, value: Any, why: str = "") -> SerializationError:
@@ -75,6 +98,14 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
     if t is int:
         if _I64_MIN <= value <= _I64_MAX:
             return value
+        if not -_INT_LIMIT < value < _INT_LIMIT:
+            raise _fail(
+                path,
+                value,
+                f"an integer of more than {MAX_INT_DIGITS} digits cannot be read back by a "
+                "default Python (sys.get_int_max_str_digits()) nor by most JSON readers; store "
+                "it as a string or bytes",
+            )
         return {_TAG: "int", "v": str(value)}
     if t is float:
         if math.isfinite(value):
@@ -133,8 +164,10 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
         return {_TAG: "td", "v": [value.days, value.seconds, value.microseconds]}
     if t is uuid.UUID:
         return {_TAG: "uuid", "v": str(value)}
-    if t is bytes or t is bytearray:
-        return {_TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
+    if t is bytes:
+        return {_TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
+    if t is bytearray:
+        return {_TAG: "barr", "v": base64.b64encode(value).decode("ascii")}
     if t is decimal.Decimal:
         return {_TAG: "dec", "v": str(value)}
     if isinstance(value, (str, int, float)):  # subclasses other than Enum: type may be lost
@@ -163,6 +196,8 @@ def _dec(value: Any) -> Any:
         return uuid.UUID(v)
     if tag == "bytes":
         return base64.b64decode(v)
+    if tag == "barr":
+        return bytearray(base64.b64decode(v))
     if tag == "dec":
         return decimal.Decimal(v)
     if tag == "set":
@@ -279,11 +314,14 @@ def _strict_equal(a: Any, b: Any, path: str) -> str | None:
         return path
 
 
-def encode_values(state: BaseModel, *, verify: bool = True) -> bytes:
+def encode_values(state: BaseModel, *, verify: bool = True, token: str | None = None) -> bytes:
     """Encode every field of ``state`` except ``context`` into one JSON object.
 
     Args:
         state: an ``AgentState`` (or subclass) instance.
+        token: the checkpoint write's token, stored under ``WRITE_TOKEN_KEY`` so the exact
+            write can be recognised when its commit was not acknowledged (never decoded as a
+            field).
         verify: when the state holds a value whose exact type the encoding alone cannot carry
             (an application Enum or Pydantic model, a subclass of a builtin), decode the result
             against ``type(state)`` and require every field to come back equal and of the same
@@ -295,7 +333,7 @@ def encode_values(state: BaseModel, *, verify: bool = True) -> bytes:
     """
     fields = {name: getattr(state, name) for name in type(state).model_fields if name != "context"}
     _flags.risky = False
-    data = dumps(fields)
+    data = dumps(fields if token is None else {**fields, WRITE_TOKEN_KEY: token})
     if verify and _flags.risky:
         try:
             back = decode_values(type(state), data)
@@ -364,3 +402,138 @@ def _trusted_types() -> frozenset[type]:
 
 #: Runtime-owned models and enums whose fields are declared exactly (never lossy).
 _TRUSTED = _trusted_types()
+
+
+# -- the one decoding boundary of stored rows ----------------------------------------------------
+def _json_path(base: str, loc: tuple[Any, ...] | list[Any]) -> str:
+    out = base
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _locate(obj: Any, path: str) -> str:
+    """The path of the innermost value of raw JSON ``obj`` whose tag cannot be decoded."""
+    items: Any = ()
+    if type(obj) is dict:
+        if _TAG in obj:
+            try:
+                _dec(obj)
+                return path
+            except Exception:  # noqa: BLE001 - this tag or one inside it is damaged
+                pass
+        items = ((f"{path}.{k}", v) for k, v in obj.items() if k != _TAG)
+    elif type(obj) is list:
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(obj))
+    for where, v in items:
+        try:
+            _dec(v)
+        except Exception:  # noqa: BLE001
+            return _locate(v, where)
+    return path
+
+
+def _read_error(
+    exc: BaseException,
+    *,
+    thread_id: str | None,
+    version: int | None,
+    path: str,
+    what: str,
+    data: Any = None,
+) -> SerializationError:
+    """The ``SerializationError`` for a stored ``what`` that failed to decode."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic ValidationError: point at the first failing value
+        try:
+            first = errors()[0]
+            path = _json_path(path, first.get("loc", ()))
+        except Exception:  # noqa: BLE001 - the path stays the row's root
+            pass
+    elif data is not None:  # valid JSON whose tagged value is damaged: find it
+        try:
+            path = _locate(orjson.loads(bytes(data) if isinstance(data, memoryview) else data), path)
+        except Exception:  # noqa: BLE001 - not JSON at all: the row's root
+            pass
+    kind = type(exc).__name__
+    where = f"thread {thread_id!r}" if thread_id is not None else "a thread"
+    if version is not None:
+        where += f" version {version}"
+    return SerializationError(
+        f"the stored {what} of {where} cannot be decoded at {path} ({kind}); the row is damaged "
+        "or the state class changed incompatibly. Other threads and versions are unaffected; "
+        "restore the row, delete the thread, or read an older version",
+        context={"thread_id": thread_id, "version": version, "path": path, "type": kind},
+    )
+
+
+def decode_checkpoint(
+    state_cls: type[BaseModel],
+    values: bytes | memoryview,
+    messages: list[bytes] | None,
+    *,
+    thread_id: str | None,
+    version: int | None,
+) -> tuple[dict[str, Any], list[Message]]:
+    """Decode one stored version: its state values and its messages.
+
+    Args:
+        state_cls: the declared state class to validate the values against.
+        values: the version's encoded values (``encode_values`` output).
+        messages: the encoded messages of the version, in list order (``None``: none).
+        thread_id, version: where the row comes from (named in the error).
+
+    Returns:
+        ``({field: value}, [Message, ...])``.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` when anything stored cannot be
+            decoded; ``context``: ``thread_id``, ``version``, ``path`` (``$.field...`` for
+            values, ``$.context[i]...`` for message ``i``), ``type`` (the decoding error).
+    """
+    try:
+        decoded = decode_values(state_cls, values)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure of a damaged row
+        raise _read_error(
+            exc, thread_id=thread_id, version=version, path="$", what="state", data=values
+        ) from None
+    out: list[Message] = []
+    for i, data in enumerate(messages or ()):
+        try:
+            out.append(decode_message(data))
+        except Exception as exc:  # noqa: BLE001
+            raise _read_error(
+                exc,
+                thread_id=thread_id,
+                version=version,
+                path=f"$.context[{i}]",
+                what="message",
+                data=data,
+            ) from None
+    return decoded, out
+
+
+def decode_payload(
+    data: bytes | str | memoryview, *, thread_id: str | None, what: str, path: str = "$"
+) -> Any:
+    """Decode a stored JSON payload that is not a checkpoint (thread metadata, ledger result).
+
+    Args:
+        data: the stored bytes.
+        thread_id: the thread the row belongs to (named in the error).
+        what: what the payload is (``"metadata"``, ``"ledger result"``), for the message.
+        path: JSONPath of the payload's root.
+
+    Returns:
+        The decoded value (tags restored).
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` when it cannot be decoded
+            (``context``: ``thread_id``, ``version`` ``None``, ``path``, ``type``).
+    """
+    try:
+        return loads(data)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure of a damaged row
+        raise _read_error(
+            exc, thread_id=thread_id, version=None, path=path, what=what, data=data
+        ) from None

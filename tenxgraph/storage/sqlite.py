@@ -42,6 +42,7 @@ from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
     SchemaVersionError,
+    SerializationError,
     StorageError,
     TransientStorageError,
     forbidden,
@@ -57,6 +58,8 @@ from tenxgraph.storage.base import (
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
+    report_skipped,
+    threads_from_rows,
 )
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
@@ -92,6 +95,32 @@ def _ranges_from_json(text: str) -> tuple[Range, ...]:
     return tuple((s, e) for s, e in orjson.loads(text))
 
 
+def _checked_ranges(thread_id: str, row: tuple[Any, ...]) -> tuple[Range, ...]:
+    """The ranges of a checkpoint row ``(version, values, ranges, next_seq, ...)``, validated:
+    pairs of integers ``0 <= start <= end <= next_seq``.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` for a damaged row (``context``:
+            ``thread_id``, ``version``, ``path`` ``"$.ranges"``).
+    """
+    version, _, text, next_seq = row[:4]
+    try:
+        ranges = _ranges_from_json(text)
+        ok = type(next_seq) is int and all(
+            type(a) is int and type(b) is int and 0 <= a <= b <= next_seq for a, b in ranges
+        )
+    except Exception:  # noqa: BLE001 - not JSON, not pairs: a damaged row
+        ok = False
+    if not ok or not isinstance(row[1], bytes | str):
+        raise SerializationError(
+            f"the stored checkpoint of thread {thread_id!r} version {version} is damaged "
+            "(its message ranges or values are not what tenxgraph wrote); restore the row, "
+            "delete the thread, or read another version",
+            context={"thread_id": thread_id, "version": version, "path": "$.ranges", "type": "ranges"},
+        )
+    return ranges
+
+
 def _ranges_to_json(ranges: tuple[Range, ...] | list[Range]) -> str:
     return orjson.dumps([[int(s), int(e)] for s, e in ranges]).decode()
 
@@ -124,7 +153,7 @@ def _record(key: ThreadKey, row: tuple[Any, ...], messages: list[bytes] | None) 
         thread_id=key.thread_id,
         user_id=key.user_id,
         version=version,
-        values=bytes(values),
+        values=values.encode("utf-8", "surrogatepass") if isinstance(values, str) else bytes(values),
         ranges=ranges if isinstance(ranges, tuple) else _ranges_from_json(ranges),
         messages=messages,
         next_seq=next_seq,
@@ -374,13 +403,15 @@ class SqliteStore:
         params = (key.thread_id, key.user_id, version)
         if not with_messages:
             row = conn.execute(q.READ_CHECKPOINT, params).fetchone()
-            return None if row is None else _record(key, row, None)
+            if row is None:
+                return None
+            return _record(key, (*row[:2], _checked_ranges(key.thread_id, row), *row[3:]), None)
         with self._transaction(conn, q.BEGIN_READ):
             row = conn.execute(q.READ_CHECKPOINT, params).fetchone()
             if row is None:
                 return None
-            rows = dict(conn.execute(q.MESSAGES_IN_RANGES, (row[2], key.thread_id)))
-        ranges = _ranges_from_json(row[2])
+            ranges = _checked_ranges(key.thread_id, row)
+            rows = dict(conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(ranges), key.thread_id)))
         rec = _record(key, (*row[:2], ranges, *row[3:]), None)
         rec.messages = _messages(key.thread_id, ranges, rows)
         return rec
@@ -527,12 +558,21 @@ class SqliteStore:
             rows = conn.execute(q.HISTORY_CHECKPOINTS, params).fetchall()
             if not rows:
                 return []
-            parsed = [_ranges_from_json(r[2]) for r in rows]
+            parsed: list[tuple[Range, ...]] = []
+            good: list[tuple[Any, ...]] = []
+            bad: list[SerializationError] = []
+            for r in rows:
+                try:
+                    parsed.append(_checked_ranges(key.thread_id, r))
+                    good.append(r)
+                except SerializationError as exc:  # one damaged version: left out, reported
+                    bad.append(exc)
+            report_skipped("get_state_history", bad)
             cover = _union([rg for ranges in parsed for rg in ranges])
             msgs = dict(conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(cover), key.thread_id)))
         return [
             _record(key, (*row[:2], ranges, *row[3:]), _messages(key.thread_id, ranges, msgs))
-            for row, ranges in zip(rows, parsed, strict=True)
+            for row, ranges in zip(good, parsed, strict=True)
         ]
 
     # -- threads ---------------------------------------------------------------------------------
@@ -588,7 +628,7 @@ class SqliteStore:
             rows = conn.execute(q.LIST_THREADS_ALL, page).fetchall()
         else:
             rows = conn.execute(q.LIST_THREADS_OWNER, (user_id, *page)).fetchall()
-        return [ThreadInfo.from_row(row) for row in rows]
+        return threads_from_rows(rows)
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread.

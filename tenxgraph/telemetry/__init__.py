@@ -112,6 +112,7 @@ class ATTR:
     TOOL_NAME = "gen_ai.tool.name"
     TOOL_CALL_ID = "gen_ai.tool.call.id"
     REPLAYED = "tenxgraph.node.replayed"
+    ROWS_SKIPPED = "tenxgraph.rows.skipped"
 
 
 class EVENT:
@@ -124,6 +125,9 @@ class EVENT:
     CACHE_FAILURE = "tenxgraph.cache.failure"  # attrs: tier, error.type
     CACHE_INVALIDATED = "tenxgraph.cache.invalidated"  # attrs: thread id, reason
     RESUME = "tenxgraph.run.resume"  # attrs: node name
+    ROW_SKIPPED = "tenxgraph.row.skipped"  # attrs: db operation, rows skipped
+    ALREADY_PROCESSED = "tenxgraph.run.already_processed"  # attrs: run id of this invocation
+    COMMIT_RECOVERED = "tenxgraph.commit.recovered"  # attrs: thread id, version
 
 
 class METRIC:
@@ -136,6 +140,7 @@ class METRIC:
     CACHE_MISSES = "tenxgraph.cache.misses"
     LEDGER_HITS = "tenxgraph.ledger.hits"
     REPLAYED_NODES = "tenxgraph.nodes.replayed"
+    LEDGER_READ_FALLBACKS = "tenxgraph.ledger.read_fallbacks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +195,12 @@ METRICS: dict[str, MetricSpec] = {
     ),
     METRIC.REPLAYED_NODES: MetricSpec(
         "counter", "{node}", "node executions replayed after a crash or a stop", (ATTR.NODE,)
+    ),
+    METRIC.LEDGER_READ_FALLBACKS: MetricSpec(
+        "counter",
+        "{call}",
+        "tool calls run again because the ledger could not be read (after retrying)",
+        (ATTR.TOOL_NAME, ATTR.ERROR_TYPE),
     ),
 }
 

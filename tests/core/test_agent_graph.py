@@ -430,7 +430,8 @@ async def test_ledger_read_failure_warns_and_runs(
         raise RuntimeError("cache and database unreachable")
 
     cp.aledger_get = broken_get  # type: ignore[method-assign]
-    config = {"thread_id": f"readfail-{uuid.uuid4().hex[:8]}"}
+    # The read is retried for at most the tool's timeout (here 0.2 s) before the tool runs.
+    config = {"thread_id": f"readfail-{uuid.uuid4().hex[:8]}", "tool_timeout": 0.2}
     with caplog.at_level(logging.WARNING, logger="tenxgraph.core.graph.tool_node"):
         result = await build(calling_model(("ping", {})), [ping], cp).ainvoke(
             {"messages": [Message.text_message("ping?")]}, config

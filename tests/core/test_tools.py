@@ -527,3 +527,78 @@ async def test_contextvar_isolated_between_parallel_calls(run: RunContext) -> No
     await ToolNode([who])(state, run.config)
     assert seen == {"a": "ca", "b": "cb"}
     assert contextvars.copy_context().get(_RUN) is run
+
+
+class FlakyLedger(FakeLedger):
+    """Fails the first ``failures`` reads with a transient error, then answers."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.reads = 0
+
+    async def aledger_get(self, config: dict[str, Any], call_key: str) -> LedgerEntry | None:
+        self.reads += 1
+        if self.reads <= self.failures:
+            raise StorageError("read failed", error_code="STORAGE_TRANSIENT_001")
+        return self.rows.get(call_key)
+
+
+async def test_ledger_read_failing_twice_is_retried_and_the_tool_not_rerun() -> None:
+    flaky = FlakyLedger(0)
+    config = {"thread_id": "t1", "user_id": "u"}
+    ctx = RunContext(checkpointer=flaky, config=config, key=ThreadKey("t1", "u"), node="TOOL")  # type: ignore[arg-type]
+    token = _RUN.set(ctx)
+    calls: list[int] = []
+
+    def f() -> str:
+        calls.append(1)
+        return "ok"
+
+    try:
+        node = ToolNode([f])
+        state = state_with({"id": "c1", "name": "f", "arguments": {}})
+        first = await node(state, config)
+        flaky.reads, flaky.failures = 0, 2
+        second = await node(state, config)
+    finally:
+        _RUN.reset(token)
+    assert calls == [1]  # the recorded call was answered from the ledger after two failures
+    assert flaky.reads == 3
+    assert first == second
+
+
+async def test_ledger_read_retry_stays_within_the_tool_timeout(
+    run: RunContext, ledger: FakeLedger
+) -> None:
+    def f() -> str:
+        return "ok"
+
+    node = ToolNode([f])
+    state = state_with({"id": "c1", "name": "f", "arguments": {}})
+    ledger.fail_read = True
+    config = {**run.config, "tool_timeout": 0.3}
+    t0 = time.monotonic()
+    out = await node(state, config)
+    assert results(out) == ["ok"]
+    assert time.monotonic() - t0 < 2.0
+
+
+async def test_damaged_ledger_entry_is_a_failed_read_not_a_raw_error(
+    run: RunContext, ledger: FakeLedger
+) -> None:
+    calls: list[int] = []
+
+    def f() -> str:
+        calls.append(1)
+        return "ok"
+
+    node = ToolNode([f])
+    state = state_with({"id": "c1", "name": "f", "arguments": {}})
+    await node(state, run.config)
+    for garbage in (b"{not json", b"[1, 2]", b'{"v": 1, "messages": [{"role": 7}]}', b"9" * 5000):
+        for k, e in list(ledger.rows.items()):
+            ledger.rows[k] = LedgerEntry(e.call_key, e.tool_call_id, e.tool_name, garbage, e.created_at)
+        out = await node(state, run.config)
+        assert results(out) == ["ok"]
+    assert len(calls) == 5

@@ -740,3 +740,30 @@ def test_sync_invoke_parents_the_run_to_the_callers_span() -> None:
         app.invoke({"messages": ["hi"]}, {"thread_id": "t-sync"})
     [run] = only(spans_of(outer), SPAN.RUN)
     assert run.parent is not None and run.parent.span_id == outer.get_span_context().span_id
+
+
+# -- ledger read fallbacks -------------------------------------------------------------------------
+async def test_ledger_read_fallback_is_counted(backend: Backend, reader: Any) -> None:
+    """A ledger read that keeps failing (past its retries, bounded by the tool's timeout) runs
+    the tool and counts one ``tenxgraph.ledger.read_fallbacks`` data point."""
+    ran: list[int] = []
+
+    def ping() -> str:
+        ran.append(1)
+        return "pong"
+
+    cp = backend.new()
+
+    async def broken_get(config: dict, call_key: str) -> Any:
+        raise RuntimeError("unreachable")
+
+    cp.aledger_get = broken_get  # type: ignore[method-assign]
+    model = tool_model([("ping", {})], final="done")
+    before = metric_sums(reader)
+    await agent_graph(model, [ping], cp).ainvoke(
+        {"messages": ["go"]}, {"thread_id": "t-fallback", "tool_timeout": 0.2}
+    )
+    assert ran == [1]
+    d = delta(before, metric_sums(reader))
+    key = (METRIC.LEDGER_READ_FALLBACKS, ((ATTR.ERROR_TYPE, "RuntimeError"), (ATTR.TOOL_NAME, "ping")))
+    assert d[key] == 1

@@ -130,7 +130,10 @@ class CompiledGraph(Generic[StateT]):
                 ``_checkpoint_version`` into it.
             response_granularity: ``LOW`` -> ``{"messages"}`` (this run's input and output
                 messages), ``PARTIAL`` adds ``"context"`` and ``"summary"``, ``FULL`` adds
-                ``"state"``. A paused run adds ``"interrupted": True`` and ``"interrupt"``.
+                ``"state"``. A paused run adds ``"interrupted": True`` and ``"interrupt"``. An
+                input whose messages (by ``message_id``) a run of the thread already consumed
+                returns that run's result with ``"already_processed": True`` and runs nothing
+                (docs/idempotent-turns.md).
 
         Raises:
             ConfigError: ``CONFIG_001`` (bad or misspelt config key), before any write.
@@ -138,6 +141,9 @@ class CompiledGraph(Generic[StateT]):
             InterruptPendingError: ``GRAPH_008`` (also a ``ValueError``): new input on a thread
                 waiting for an ``interrupt()`` answer.
             StaleStateError: ``STORAGE_CONFLICT_000``: another run wrote first; call again.
+            CommitOutcomeUnknownError: ``STORAGE_COMMIT_UNKNOWN_001``: the connection broke while
+                a checkpoint was committing and its outcome could not be read back; re-send the
+                same input (Postgres).
             StorageError: ``STORAGE_FORBIDDEN_001``: the thread belongs to another user.
             GraphRecursionError: ``RECURSION_000``, state saved.
             NodeTimeoutError: ``NODE_TIMEOUT_001``.

@@ -15,9 +15,12 @@ What a ``ToolNode`` does when the graph runs it:
 
    * Before running: ``checkpointer.aledger_get``. A hit returns the recorded messages without
      calling the tool: span event ``tenxgraph.ledger.hit``, counter ``tenxgraph.ledger.hits``,
-     ``run.stats["ledger_hits"] += 1``. A failed read logs a warning (logger
-     ``tenxgraph.core.graph.tool_node``), adds the span event ``tenxgraph.ledger.read_failed``
-     and runs the tool.
+     ``run.stats["ledger_hits"] += 1``. A failed read is retried (backoff from 50 ms, doubling
+     up to 1 s) for at most ``LEDGER_READ_RETRY_S`` seconds and never longer than the tool's
+     timeout; if it still fails (or the entry cannot be decoded, which retrying cannot fix),
+     the node logs a warning (logger ``tenxgraph.core.graph.tool_node``), adds the span event
+     ``tenxgraph.ledger.read_failed``, counts ``tenxgraph.ledger.read_fallbacks`` and runs
+     the tool (the documented trade-off: the call may repeat a recorded side effect).
    * Right after the tool returns, before anything else: ``checkpointer.aledger_put`` (in a
      shielded scope, so a cancelled run still records a side effect that already happened).
      A failure raises :class:`~tenxgraph.core.exceptions.LedgerWriteError` and the run stops
@@ -99,6 +102,8 @@ logger = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("5d1f4c2e-8a0b-4b7e-9a53-7e0c1b8f2d11")
 _LEDGER_FORMAT = 1
 _LEDGER_PUT_TIMEOUT_S = 60.0
+#: Seconds a failing ledger read is retried (capped by the tool's timeout) before the tool runs.
+LEDGER_READ_RETRY_S = 5.0
 _DEFAULT_TOOL_TIMEOUT_S = 300.0
 
 
@@ -366,17 +371,32 @@ class ToolNode:
     async def _ledger_read(
         self, checkpointer: Any, config: dict[str, Any], key: str, call: ToolCallBlock, sp: Any
     ) -> list[Message] | None:
-        try:
-            entry = await checkpointer.aledger_get(config, key)
-            if entry is None:
-                return None
-            return _decode(entry.result)
-        except StorageError as exc:
-            if exc.error_code == "STORAGE_FORBIDDEN_001":
-                raise
-            reason = exc.error_code
-        except Exception as exc:  # noqa: BLE001 - a failed read must not stop the run
-            reason = type(exc).__name__
+        timeout = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
+        budget = LEDGER_READ_RETRY_S if timeout is None else min(LEDGER_READ_RETRY_S, float(timeout))
+        deadline = anyio.current_time() + budget
+        delay = 0.05
+        while True:
+            try:
+                entry = await checkpointer.aledger_get(config, key)
+                if entry is None:
+                    return None
+                return _decode(entry.result, config.get("thread_id"))
+            except SerializationError as exc:  # the entry itself is damaged: retrying won't help
+                reason = exc.error_code
+                break
+            except StorageError as exc:
+                if exc.error_code == "STORAGE_FORBIDDEN_001":
+                    raise
+                reason = exc.error_code
+            except Exception as exc:  # noqa: BLE001 - a failed read must not stop the run
+                reason = type(exc).__name__
+            if anyio.current_time() + delay > deadline:
+                break
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        counter(METRIC.LEDGER_READ_FALLBACKS).add(
+            1, {ATTR.TOOL_NAME: call.name, ATTR.ERROR_TYPE: reason}
+        )
         logger.warning(
             "ledger read failed for tool %r call %s on thread %s (%s); running the tool again",
             call.name,
@@ -614,17 +634,31 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
     ]
 
 
-def _decode(data: bytes) -> list[Message]:
+def _decode(data: bytes, thread_id: Any = None) -> list[Message]:
     """The messages of a ledger ``result`` (format ``{"v": 1, "messages": [...]}``).
 
     Raises:
-        ValueError: the bytes are not in that format (treated as a failed ledger read).
+        SerializationError: ``STORAGE_SERIALIZATION_000`` when the bytes are not in that format
+            (``context``: ``thread_id``, ``path``; treated as a failed ledger read).
     """
-    obj = serde.loads(data)
+    tid = None if thread_id is None else str(thread_id)
+    obj = serde.decode_payload(data, thread_id=tid, what="ledger result")
     if (
         not isinstance(obj, dict)
         or obj.get("v") != _LEDGER_FORMAT
         or not isinstance(obj.get("messages"), list)
     ):
-        raise ValueError("not a tenxgraph ledger result")
-    return [Message.model_validate(m) for m in obj["messages"]]
+        raise SerializationError(
+            f"the stored ledger result of thread {tid!r} is not a tenxgraph ledger result",
+            context={"thread_id": tid, "version": None, "path": "$", "type": type(obj).__name__},
+        )
+    out: list[Message] = []
+    for i, m in enumerate(obj["messages"]):
+        try:
+            out.append(Message.model_validate(m))
+        except Exception:  # noqa: BLE001 - pydantic errors of a damaged entry
+            raise SerializationError(
+                f"message {i} of a stored ledger result of thread {tid!r} cannot be decoded",
+                context={"thread_id": tid, "version": None, "path": f"$.messages[{i}]", "type": "ValidationError"},
+            ) from None
+    return out

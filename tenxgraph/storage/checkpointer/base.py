@@ -14,6 +14,8 @@ import inspect
 import logging
 import math
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, get_args
@@ -40,6 +42,7 @@ from tenxgraph.storage.base import (
     StoreTier,
     ThreadInfo,
     ThreadKey,
+    report_skipped,
 )
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
@@ -101,6 +104,12 @@ class _AdminScope:
 #: APIs take the owner's ``user_id`` (``ThreadInfo.user_id`` of the admin listing) and refuse the
 #: admin scope, and the string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
 ADMIN_SCOPE: Any = _AdminScope()
+
+#: Threads whose last read or written version a checkpointer instance remembers (the CAS base of
+#: direct ``aput_state`` calls); the least recently used are forgotten beyond this count.
+SEEN_MAX_THREADS = 1024
+#: Versions decoded per page by ``get_state_history`` (bounds the raw rows held at once).
+HISTORY_PAGE = 16
 
 
 @dataclass(slots=True)
@@ -215,8 +224,10 @@ class BaseCheckpointer(Generic[StateT]):
         self.state_class = state_class
         self._setup_done = False
         # Versions this instance last read or wrote, per thread key: the CAS base of direct
-        # ``aput_state`` calls that do not carry ``_checkpoint_version``.
-        self._seen: dict[ThreadKey, Loaded] = {}
+        # ``aput_state`` calls that do not carry ``_checkpoint_version``. Bounded (LRU of
+        # SEEN_MAX_THREADS threads) and cleared by aclose(), so memory does not grow with the
+        # number of threads ever touched.
+        self._seen: OrderedDict[ThreadKey, Loaded] = OrderedDict()
         self._ckpt_counter = counter(METRIC.CHECKPOINTS)
         self._write_hist = histogram(METRIC.WRITE_DURATION)
         self._conflicts = counter(METRIC.CONFLICTS)
@@ -281,8 +292,8 @@ class BaseCheckpointer(Generic[StateT]):
     def key_for(self, config: dict[str, Any]) -> ThreadKey:
         """The :class:`ThreadKey` of a (validated) config: ``user_id`` becomes ``"*"`` when
         isolation is off."""
-        user = config.get("user_id", "anonymous") if self.enforce_user_isolation else "*"
-        return ThreadKey(str(config["thread_id"]), str(user))
+        user = config.get("user_id") if self.enforce_user_isolation else "*"
+        return ThreadKey(str(config["thread_id"]), "anonymous" if user is None else str(user))
 
     def _key(self, config: dict[str, Any] | None) -> ThreadKey:
         rc = normalize_config(config, new_run=False)
@@ -346,6 +357,7 @@ class BaseCheckpointer(Generic[StateT]):
         operation reopens what it needs."""
         if self.store is not None:
             await self.store.aclose()
+        self._seen.clear()
         self._setup_done = False
 
     def close(self) -> None:
@@ -368,14 +380,34 @@ class BaseCheckpointer(Generic[StateT]):
         await self.aclose()
 
     # -- decoding --------------------------------------------------------------------------------
+    def _remember(self, key: ThreadKey, loaded: Loaded | None) -> None:
+        """Record (or, with ``None``, forget) the version this instance last saw of ``key``."""
+        if loaded is None:
+            self._seen.pop(key, None)
+            return
+        self._seen[key] = loaded
+        self._seen.move_to_end(key)
+        while len(self._seen) > SEEN_MAX_THREADS:
+            self._seen.popitem(last=False)
+
     def _decode(self, rec: StoredCheckpoint, state_cls: type[AgentState]) -> Loaded:
-        values = serde.decode_values(state_cls, rec.values)
+        """Decode ``rec`` through ``tenxgraph.storage.serde.decode_checkpoint``.
+
+        Raises:
+            SerializationError: ``STORAGE_SERIALIZATION_000`` naming the thread, the version and
+                the JSONPath of what cannot be decoded.
+        """
         n: int
         if rec.decoded is not None:
+            values, _ = serde.decode_checkpoint(
+                state_cls, rec.values, None, thread_id=rec.thread_id, version=rec.version
+            )
             objs, n = rec.decoded
             base = objs[:n]
         else:
-            base = [serde.decode_message(b) for b in (rec.messages or [])]
+            values, base = serde.decode_checkpoint(
+                state_cls, rec.values, rec.messages, thread_id=rec.thread_id, version=rec.version
+            )
             n = len(base)
         lineage = objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
         msgs = MessageList(base, lineage=lineage)
@@ -396,30 +428,23 @@ class BaseCheckpointer(Generic[StateT]):
         """
         try:
             return self._decode(rec, state_cls)
-        except Exception as exc:  # noqa: BLE001 - pydantic / JSON errors of a bad record
+        except SerializationError as exc:
             first = exc
         source = getattr(self.store, "source", None)
         invalidate = getattr(self.store, "invalidate", None)
         if source is not None and invalidate is not None:
             log.warning(
-                "checkpoint of a thread could not be decoded (%s); dropping it from the caches "
-                "and reading the source of truth",
-                type(first).__name__,
+                "checkpoint of a thread could not be decoded (%s at %s); dropping it from the "
+                "caches and reading the source of truth",
+                first.context.get("type"),
+                first.context.get("path"),
             )
             await invalidate(key)
             rec = await source.read(key)
             if rec is None:
                 return None
-            try:
-                return self._decode(rec, state_cls)
-            except Exception as exc:  # noqa: BLE001
-                first = exc
-        raise SerializationError(
-            f"the stored checkpoint of thread {key.thread_id!r} cannot be decoded against "
-            f"{state_cls.__name__} ({type(first).__name__}); was the state class changed "
-            "incompatibly?",
-            context={"thread_id": key.thread_id, "path": "$", "type": type(first).__name__},
-        ) from None
+            return self._decode(rec, state_cls)
+        raise first
 
     # -- runtime API -----------------------------------------------------------------------------
     async def aload(
@@ -445,16 +470,16 @@ class BaseCheckpointer(Generic[StateT]):
             rec = await self.store.read(key)
             if rec is None:
                 config["_checkpoint_version"] = 0
-                self._seen.pop(key, None)
+                self._remember(key, None)
                 return None
             loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
             if loaded is None:
                 config["_checkpoint_version"] = 0
-                self._seen.pop(key, None)
+                self._remember(key, None)
                 return None
             sp.set_attribute(ATTR.VERSION, loaded.version)
         config["_checkpoint_version"] = loaded.version
-        self._seen[key] = loaded
+        self._remember(key, loaded)
         return loaded
 
     async def _custom_load(
@@ -509,8 +534,10 @@ class BaseCheckpointer(Generic[StateT]):
                     )
                 where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
                 rows.append((seq, serde.encode_message(msg, where)))
-        values = serde.encode_values(state)
-        status = str(getattr(state.execution_meta, "status", "running"))
+        meta = state.execution_meta
+        token = f"{meta.run_id or '-'}:{meta.step}:{uuid.uuid4().hex}"
+        values = serde.encode_values(state, token=token)
+        status = str(getattr(meta, "status", "running"))
         w = CheckpointWrite(
             thread_id=key.thread_id,
             user_id=key.user_id,
@@ -522,6 +549,7 @@ class BaseCheckpointer(Generic[StateT]):
             status=status,
             history_limit=self.state_history_limit,
             created_at=time.time(),
+            token=token,
         )
         new_view = DurableView(
             messages=msgs, length=len(msgs), ranges=diff.ranges, next_seq=diff.next_seq
@@ -540,6 +568,9 @@ class BaseCheckpointer(Generic[StateT]):
             StaleStateError: ``STORAGE_CONFLICT_000``: the thread is no longer at
                 ``prev.version`` (``context``: ``thread_id``, ``expected_version``,
                 ``current_version``). Nothing was written; caches dropped the thread.
+            CommitOutcomeUnknownError: ``STORAGE_COMMIT_UNKNOWN_001``: the connection broke
+                after the write was sent and the outcome could not be read back; read the
+                thread's version to find out (Postgres only).
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
             SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
             TransientStorageError: ``STORAGE_TRANSIENT_001``: retryable; nothing was written.
@@ -565,7 +596,8 @@ class BaseCheckpointer(Generic[StateT]):
                 code = getattr(exc, "error_code", None)
                 if code == "STORAGE_CONFLICT_000":
                     self._conflicts.add(1, self._metric_attrs)
-                    self._seen.pop(key, None)
+                if code in ("STORAGE_CONFLICT_000", "STORAGE_COMMIT_UNKNOWN_001"):
+                    self._remember(key, None)
                 self._write_hist.record(
                     time.perf_counter() - t0,
                     {**self._metric_attrs, ATTR.ERROR_TYPE: code or type(exc).__qualname__},
@@ -578,7 +610,7 @@ class BaseCheckpointer(Generic[StateT]):
             await attach(key, rec.version, (view.messages, view.length))
         config["_checkpoint_version"] = rec.version
         loaded = Loaded(state=state, version=rec.version, view=view, created_at=rec.created_at)
-        self._seen[key] = loaded
+        self._remember(key, loaded)
         return loaded
 
     async def aledger_get(self, config: dict[str, Any], call_key: str) -> LedgerEntry | None:
@@ -732,29 +764,48 @@ class BaseCheckpointer(Generic[StateT]):
             state_cls: class to decode with.
 
         Returns:
-            ``StateSnapshot`` s, newest first; empty for a missing or foreign thread. Uses a
-            constant number of queries whatever the count.
+            ``StateSnapshot`` s, newest first; empty for a missing or foreign thread. Versions
+            are read and decoded in pages of ``HISTORY_PAGE`` (a constant number of queries
+            per page), so the raw rows of every kept version are never held at once. A version
+            whose stored data cannot be decoded is left out and reported once per call (a
+            warning and a ``tenxgraph.row.skipped`` span event); the others are returned.
         """
         await self._ensure_setup()
         key = self._key(config)
         if self.store is None:
             return await self._custom_history(config, key, limit, before, state_cls)
-        recs = await self.store.history(key, limit=limit, before=before)
         cls = state_cls or self.state_class
-        out = []
-        for rec in recs:
-            loaded = self._decode(rec, cls)
-            meta = loaded.state.execution_meta
-            out.append(
-                StateSnapshot(
-                    thread_id=rec.thread_id,
-                    version=rec.version,
-                    state=loaded.state,
-                    status=rec.status,
-                    next_node=meta.current_node if rec.status == "running" else None,
-                    created_at=rec.created_at,
+        out: list[StateSnapshot] = []
+        bad: list[SerializationError] = []
+        remaining = limit
+        below = before
+        while remaining is None or remaining > 0:
+            page = HISTORY_PAGE if remaining is None else min(HISTORY_PAGE, remaining)
+            recs = await self.store.history(key, limit=page, before=below)
+            for rec in recs:
+                try:
+                    loaded = self._decode(rec, cls)
+                except SerializationError as exc:
+                    bad.append(exc)
+                    continue
+                meta = loaded.state.execution_meta
+                out.append(
+                    StateSnapshot(
+                        thread_id=rec.thread_id,
+                        version=rec.version,
+                        state=loaded.state,
+                        status=rec.status,
+                        next_node=meta.current_node if rec.status == "running" else None,
+                        created_at=rec.created_at,
+                    )
                 )
-            )
+            if remaining is not None:
+                remaining -= len(recs)
+            if len(recs) < page or not recs:
+                break
+            below = recs[-1].version
+            del recs
+        report_skipped("get_state_history", bad)
         return out
 
     async def _custom_history(
@@ -804,6 +855,8 @@ class BaseCheckpointer(Generic[StateT]):
         Raises:
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept (or the
                 thread is another user's).
+            SerializationError: ``STORAGE_SERIALIZATION_000`` when that version's stored data
+                cannot be decoded (``context``: ``thread_id``, ``version``, ``path``).
         """
         await self._ensure_setup()
         key = self._key(config)
@@ -864,11 +917,14 @@ class BaseCheckpointer(Generic[StateT]):
             search: keep threads whose id contains this substring.
             offset, limit: pagination (counts).
 
+        Returns:
+            The threads; one whose stored metadata cannot be decoded is left out and reported
+            once per call (a warning and a ``tenxgraph.row.skipped`` span event).
+
         Raises:
             ConfigError: ``CONFIG_001`` for ``user_id="*"`` or another invalid user id.
         """
         await self._ensure_setup()
-        cfg = dict(config or {})
         cfg = dict(config or {})
         sub = cfg.get("configurable")
         uid = cfg.get("user_id", sub.get("user_id") if isinstance(sub, dict) else None)
@@ -876,7 +932,7 @@ class BaseCheckpointer(Generic[StateT]):
             user = "*"
         else:
             # Validated like any config (LangGraph's configurable user_id included; "*",
-            # empty and non-text ids refused); no thread needed.
+            # empty and non-text ids refused; None means "anonymous" as for writes).
             normalize_config(cfg, require_thread=False, new_run=False)
             user = str(cfg.get("user_id") or "anonymous")
         threads = await self._tier("alist_threads").list_threads(

@@ -186,14 +186,6 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
 
             redis_client = aioredis.Redis(connection_pool=redis_pool)
             self._own_redis = redis_client
-        if redis_client is None and redis_url and redis_pool_config:
-            if redis_cluster:
-                from redis.asyncio.cluster import RedisCluster as factory
-            else:
-                from redis.asyncio import Redis as factory
-
-            redis_client = factory.from_url(redis_url, **redis_pool_config)
-            self._own_redis = redis_client
         kv: Any = MemoryKV()
         if redis_client is not None or redis_url:
             from tenxgraph.storage.redis import RedisCache
@@ -201,11 +193,17 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             if redis_client is not None:
                 tier = RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl)
             else:
+                # One client per event loop, built from the URL (and redis_pool_config).
                 tier = RedisCache(
-                    redis_url, prefix=redis_prefix, ttl_s=cache_ttl, cluster=redis_cluster
+                    redis_url,
+                    prefix=redis_prefix,
+                    ttl_s=cache_ttl,
+                    cluster=redis_cluster,
+                    client_kwargs=redis_pool_config,
                 )
             caches.append(tier)
-            kv = RedisKV(tier.client, redis_prefix)
+            # the running loop's client of the tier, looked up per call
+            kv = RedisKV(client_fn=lambda: tier.client, prefix=redis_prefix)
         super().__init__(
             LayeredStore(pg, caches=caches),
             state_history_limit=state_history_limit,
