@@ -78,6 +78,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first
+from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import (
     CheckpointWrite,
     LedgerEntry,
@@ -1440,18 +1441,6 @@ async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:
             await pool.close(timeout=1.0)
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
-
-
-#: Guard tasks stay referenced here until they finish: an event loop holds its tasks only
-#: weakly, and a pending task collected with its owner would be "destroyed but pending".
-_LIVE_TASKS: set[asyncio.Task[Any]] = set()
-
-
-def keep_task(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
-    """Keep ``task`` referenced until it is done; return it."""
-    _LIVE_TASKS.add(task)
-    task.add_done_callback(_LIVE_TASKS.discard)
-    return task
 
 
 def _release_pools(pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool]) -> None:

@@ -80,6 +80,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenxgraph.core.exceptions import ConfigError, TransientStorageError, redact
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
+from ._tasks import cancel_guards, start_guard
 from .base import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 
 __all__ = ["RedisCache", "Stamp"]
@@ -506,6 +507,8 @@ class RedisCache:
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
+        # collected without aclose(): each loop's client is closed on its own loop
+        weakref.finalize(self, cancel_guards, self._loops).atexit = False
         if client is None:
             assert url is not None
             client = self._factory.from_url(url, **self._client_kwargs)
@@ -568,7 +571,7 @@ class RedisCache:
             else:
                 client = self._factory.from_url(self._url, **self._client_kwargs)
             entry = _LoopClient(client, _Scripts(client))
-            entry.guard = loop.create_task(_close_on_loop_shutdown(client))
+            entry.guard = start_guard(loop, _close_on_loop_shutdown(client), "tenxgraph-redis-client")
             self._loops[loop] = entry
         return entry
 

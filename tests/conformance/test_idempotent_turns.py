@@ -95,7 +95,7 @@ async def test_partial_granularity_and_stream_say_already_processed(backend: Bac
     assert [ch.event for ch in chunks] == [StreamEvent.MESSAGE] * 2 + [StreamEvent.STATE] * 2
     assert texts(ch.message for ch in chunks[:2]) == ["one<-hi", "two<-hi"]
     assert chunks[2].data == {"status": "already_processed", "already_processed": True}
-    assert chunks[3].data == {"status": "done"}
+    assert chunks[3].data == {"status": "completed"}
     assert calls == ["one", "two"]
 
 

@@ -11,11 +11,12 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ConfigError
+from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
-from tenxgraph.storage.postgres import PostgresStore, keep_task, normalize_dsn
+from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
