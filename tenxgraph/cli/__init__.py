@@ -70,7 +70,7 @@ exit codes (every failure is one line on stderr):
   2  usage or configuration: bad arguments, unknown role/database/host, missing tables
      (run tenxgraph setup), schema newer than this code
   3  storage unreachable (refused, timeout, too many clients)
-  4  permission denied (password rejected, pg_hba.conf, privileges)"""
+  4  permission denied (Postgres or Redis password rejected, pg_hba.conf, privileges)"""
 
 
 class _Parser(argparse.ArgumentParser):

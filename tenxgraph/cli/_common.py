@@ -16,7 +16,7 @@ EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 #: Exit code: the store cannot be reached or failed (refused, timeout, too many clients).
 EXIT_UNREACHABLE = 3
-#: Exit code: permission denied (password rejected, no ``pg_hba.conf`` entry, missing
+#: Exit code: permission denied (Postgres or Redis password rejected, ``pg_hba.conf``, missing
 #: privileges on the tables).
 EXIT_PERMISSION = 4
 
