@@ -23,7 +23,13 @@ def _escape(ch: str) -> str:
     if ch in _NAMED:
         return _NAMED[ch]
     code = ord(ch)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return (
+        f"\\x{code:02x}"
+        if code <= 0xFF
+        else f"\\u{code:04x}"
+        if code <= 0xFFFF
+        else f"\\U{code:08x}"
+    )
 
 
 def safe(text: str) -> str:

@@ -128,9 +128,8 @@ def _list_table(threads: list[Any], all_users: bool) -> None:
 
     def fixed() -> int:
         time_w = _UPDATED[updated][0]
-        return (owner_w + 1 if all_users else 0) + version_w + 2 + status_w + (
-            time_w + 1 if time_w else 0
-        ) + 1
+        owner = owner_w + 1 if all_users else 0
+        return owner + version_w + 2 + status_w + (time_w + 1 if time_w else 0) + 1
 
     want = min(id_natural, 12)
     while cols - fixed() < want:

@@ -76,6 +76,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from tenxgraph._redact import secret_candidates
 from tenxgraph._url_check import url_problem
 from tenxgraph.core.exceptions import (
     ConfigError,
@@ -542,7 +543,11 @@ class RedisCache:
         self.timeout_s = float(timeout_s)
         self.reconnect_backoff_s = float(reconnect_backoff_s)
         kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-        self._where = redact(url) if url else f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+        self._where = (
+            redact(url, secret_candidates(url))
+            if url
+            else f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+        )
         self._server_attrs: dict[str, Any] = {ATTR.DB_SYSTEM: "redis"}
         if "host" in kw:
             self._server_attrs[ATTR.SERVER_ADDRESS] = str(kw["host"])
