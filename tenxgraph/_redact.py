@@ -10,8 +10,8 @@ log records, span attributes, ``repr`` of stores and checkpointers, the CLI), pa
 * ``key=value`` pairs of a libpq DSN or a URL query string whose key names a secret
   (``password``, ``sslpassword``, ``passwd``, ``pwd``, ``pass``, ``secret``, ``token``,
   ``api_key`` ...), with the value unquoted, single-quoted (libpq's form, backslash escapes
-  included) or double-quoted; an unquoted value after ``=`` runs on over the following words
-  that are not ``key=`` pairs (``password=two words host=h``: libpq refuses it, but its
+  included) or double-quoted; an unquoted value right after ``=`` (no space between) runs on
+  over the following words that are not ``key=`` pairs (``password=two words host=h``: libpq refuses it, but its
   message must not show ``words``);
 * known secret values passed by the caller (``secrets=``), masked wherever they appear, for
   messages that quote a password out of any recognisable context.
@@ -44,7 +44,7 @@ _SECRET_KEYS = (
 _KEY_VALUE = re.compile(
     rf"(?P<pre>(?<![A-Za-z0-9_])(?:{_SECRET_KEYS})\s*[=:]\s*)"
     r"(?P<value>\\'(?:[^\\]|\\[^'])*(?:\\')?|'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?"
-    r"|(?:\\.|[^\s&\\])+(?:[ \t]+(?![A-Za-z_][A-Za-z0-9_]*\s*=)(?:\\.|[^\s&=\\])+)*)",
+    r"|(?:\\.|[^\s&\\])+)(?P<more>(?:[ \t]+(?![A-Za-z_][A-Za-z0-9_]*\s*=)(?:\\.|[^\s&=\\])+)*)",
     re.IGNORECASE,
 )
 
@@ -67,10 +67,15 @@ def _mask_url(match: re.Match[str]) -> str:
 def _mask_value(match: re.Match[str]) -> str:
     value = match.group("value")
     if value[:2] == "\\'":
-        return f"{match.group('pre')}\\'{MASK}\\'"
+        return f"{match.group('pre')}\\'{MASK}\\'{match.group('more')}"
     if value[:1] in ("'", '"'):
-        return f"{match.group('pre')}{value[0]}{MASK}{value[0]}"
-    return f"{match.group('pre')}{MASK}"
+        return f"{match.group('pre')}{value[0]}{MASK}{value[0]}{match.group('more')}"
+    # 'password=two words host=h' (libpq's own grammar, no space after '='): the words up to
+    # the next key are part of the value; in prose ('api_key= or ...') only the first one is.
+    more = match.group("more")
+    if match.group("pre").endswith("=") and not match.group("pre")[-2:-1].isspace():
+        more = ""
+    return f"{match.group('pre')}{MASK}{more}"
 
 
 def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
