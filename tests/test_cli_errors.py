@@ -212,3 +212,72 @@ def test_connection_failures_exit_codes(
         assert main([*argv, "--dsn", dsn, "--timeout", "1"]) == code
         line = _one_line(capsys.readouterr().err)
         assert fragment in line and "Pw-secret-77" not in line
+
+
+# -- table output: stored strings are escaped and measured in terminal columns -----------------------
+def _columns_of(line: str) -> int:
+    """Terminal columns of ``line`` (wide East Asian characters take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in line)
+
+
+EVIL = "evil\x1b[2J\tid\nx"
+WIDE = "中文线程标识符" * 4
+LONG_OWNER = "owner-with-16chr"
+
+
+@pytest.fixture(scope="module")
+def odd_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Threads with an escape sequence, a tab and a newline in the id, a wide CJK id, and a
+    16-character owner."""
+    from tenxgraph.core.state import AgentState, Message
+    from tenxgraph.storage.checkpointer import SqliteCheckpointer
+
+    path = str(tmp_path_factory.mktemp("cli-odd") / "odd.sqlite")
+    cp = SqliteCheckpointer(path)
+    for tid, user in ((EVIL, LONG_OWNER), (WIDE, LONG_OWNER), ("plain", "bob")):
+        text = "hello \x1b[31mred\x07 中文"
+        cp.put_state({"thread_id": tid, "user_id": user}, AgentState(context=[Message.text_message(text)]))
+    cp.close()
+    return path
+
+
+@pytest.mark.parametrize("columns", [40, 50, 60, 67, 80])
+def test_tables_escape_control_characters_and_fit_wide_text(odd_db: str, columns: int) -> None:
+    for argv in (
+        ["threads", "list", "--db", odd_db, "--all-users"],
+        ["threads", "list", "--db", odd_db, "--user", LONG_OWNER],
+        ["threads", "show", EVIL, "--db", odd_db, "--user", LONG_OWNER],
+        ["threads", "history", WIDE, "--db", odd_db, "--user", LONG_OWNER],
+    ):
+        proc = _cli(*argv, columns=columns)
+        assert proc.returncode == EXIT_OK, proc.stderr
+        assert "\x1b" not in proc.stdout and "\t" not in proc.stdout and "\x07" not in proc.stdout
+        lines = proc.stdout.splitlines()
+        assert max(_columns_of(line) for line in lines) <= columns, proc.stdout
+        if argv[1] != "history":
+            assert "evil\\x1b[2J" in proc.stdout or "中文" in proc.stdout
+    listing = _cli("threads", "list", "--db", odd_db, "--all-users", columns=columns).stdout
+    assert len(listing.splitlines()) == 5  # header, three rows, count: no row broken in two
+    assert "plain" in listing and "bob" in listing
+
+
+def test_json_output_keeps_stored_strings_as_they_are(odd_db: str) -> None:
+    proc = _cli("threads", "list", "--db", odd_db, "--all-users", "--json", columns=40)
+    assert proc.returncode == EXIT_OK
+    assert {t["thread_id"] for t in json.loads(proc.stdout)} == {EVIL, WIDE, "plain"}
+
+
+@pytest.mark.postgres
+def test_permanent_failure_is_reported_without_waiting_for_the_timeout() -> None:
+    """Loose on purpose (a loaded 2-core machine): the CLI, interpreter start included, answers
+    an unknown role well before its 30 s --timeout."""
+    import time
+
+    t0 = time.monotonic()
+    proc = _cli("threads", "list", "--dsn", "postgresql://no_such_role_t@127.0.0.1:5432/test",
+                "--timeout", "30")  # fmt: skip
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    assert "no_such_role_t" in _one_line(proc.stderr)
+    assert time.monotonic() - t0 < 5.0

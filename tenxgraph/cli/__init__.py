@@ -45,6 +45,7 @@ from tenxgraph.cli._common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     _add_store_args,
+    arg_secrets,
     cli_error,
     one_line,
 )
@@ -69,7 +70,7 @@ exit codes (every failure is one line on stderr):
   2  usage or configuration: bad arguments, unknown role/database/host, missing tables
      (run tenxgraph setup), schema newer than this code
   3  storage unreachable (refused, timeout, too many clients)
-  4  permission denied (password rejected, pg_hba.conf, privileges)"""
+  4  permission denied (Postgres or Redis password rejected, pg_hba.conf, privileges)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -283,8 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - every failure is one line and an exit code
+        secrets = arg_secrets(getattr(args, "dsn", None), getattr(args, "redis_url", None))
         err = cli_error(exc)
-        print(f"{name}: {one_line(err)}", file=sys.stderr)
+        print(f"{name}: {one_line(err, secrets)}", file=sys.stderr)
         return err.code
     parser.error(f"unknown command {args.command!r}")
 

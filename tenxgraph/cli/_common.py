@@ -16,7 +16,7 @@ EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 #: Exit code: the store cannot be reached or failed (refused, timeout, too many clients).
 EXIT_UNREACHABLE = 3
-#: Exit code: permission denied (password rejected, no ``pg_hba.conf`` entry, missing
+#: Exit code: permission denied (Postgres or Redis password rejected, ``pg_hba.conf``, missing
 #: privileges on the tables).
 EXIT_PERMISSION = 4
 
@@ -61,17 +61,22 @@ class StoreSpec:
     redis_cluster: bool = False
     partitions: int | None = None
 
+    def secrets(self) -> tuple[str, ...]:
+        """Every string of the DSN and Redis URL that may be (part of) a password."""
+        return arg_secrets(self.dsn, self.redis_url)
+
     def describe(self) -> str:
         """A one-line, password-free description."""
         from tenxgraph.core.exceptions import redact
 
         if self.dsn:
             cache = (
-                f" + Redis {redact(self.redis_url)} (prefix {self.redis_prefix!r})"
+                f" + Redis {redact(self.redis_url, self.secrets())} "
+                f"(prefix {self.redis_prefix!r})"
                 if self.redis_url
                 else ""
             )
-            return f"Postgres {redact(self.dsn)} (schema {self.schema!r}){cache}"
+            return f"Postgres {redact(self.dsn, self.secrets())} (schema {self.schema!r}){cache}"
         return f"embedded SQLite store {self.db}"
 
     def setup_command(self) -> str:
@@ -80,7 +85,7 @@ class StoreSpec:
 
         if self.dsn:
             schema = f" --schema {self.schema}" if self.schema != "public" else ""
-            return f"tenxgraph setup --dsn '{redact(self.dsn)}'{schema}"
+            return f"tenxgraph setup --dsn '{redact(self.dsn, self.secrets())}'{schema}"
         return f"tenxgraph setup --db {self.db}"
 
     def checkpointer(self) -> Any:
@@ -148,7 +153,7 @@ async def _open(spec: StoreSpec, *, read_only: bool = False) -> Any:
     try:
         cp = spec.checkpointer()
     except (ConfigError, ValueError) as exc:
-        raise CliError(f"bad store options: {one_line(exc)}", EXIT_USAGE) from None
+        raise CliError(f"bad store options: {one_line(exc, spec.secrets())}", EXIT_USAGE) from None
     try:
         if read_only:
             await cp.acheck_schema()
@@ -161,11 +166,20 @@ async def _open(spec: StoreSpec, *, read_only: bool = False) -> Any:
     return cp
 
 
-def one_line(exc: BaseException | str) -> str:
-    """An error's text on one line, redacted."""
+def arg_secrets(*values: str | None) -> tuple[str, ...]:
+    """Every string of the given DSNs / URLs (``None`` skipped) that may be (part of) a
+    password, even when they are malformed (``tenxgraph._redact.secret_candidates``)."""
+    from tenxgraph._redact import secret_candidates
+
+    return tuple(c for v in values for c in secret_candidates(v))
+
+
+def one_line(exc: BaseException | str, secrets: tuple[str, ...] = ()) -> str:
+    """An error's text on one line, redacted (``secrets``: known or candidate passwords,
+    masked wherever they appear, see ``arg_secrets``)."""
     from tenxgraph.core.exceptions import redact
 
-    return redact(" ".join(str(exc).split()))
+    return redact(" ".join(str(exc).split()), secrets)
 
 
 def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
@@ -192,6 +206,7 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
     )
 
     where = f"{spec.describe()}: " if spec is not None else ""
+    secrets = spec.secrets() if spec is not None else ()
     if isinstance(exc, CliError):
         return exc
     if isinstance(exc, SchemaMissingError):
@@ -203,21 +218,21 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
             EXIT_USAGE,
         )
     if isinstance(exc, SchemaVersionError):
-        return CliError(f"{where}{one_line(exc)}", EXIT_USAGE)
+        return CliError(f"{where}{one_line(exc, secrets)}", EXIT_USAGE)
     if isinstance(exc, StorageConnectionError):
         code = EXIT_PERMISSION if exc.context.get("reason") in ("password", "permission") else EXIT_USAGE
-        return CliError(one_line(exc), code)
+        return CliError(one_line(exc, secrets), code)
     if isinstance(exc, TransientStorageError | OSError):
-        return CliError(f"{where}{one_line(exc)}", EXIT_UNREACHABLE)
+        return CliError(f"{where}{one_line(exc, secrets)}", EXIT_UNREACHABLE)
     if isinstance(exc, StorageError):
         if exc.context.get("sqlstate") == "42501":
-            return CliError(f"{where}{one_line(exc)}", EXIT_PERMISSION)
-        return CliError(f"{where}{one_line(exc)}", EXIT_UNREACHABLE)
+            return CliError(f"{where}{one_line(exc, secrets)}", EXIT_PERMISSION)
+        return CliError(f"{where}{one_line(exc, secrets)}", EXIT_UNREACHABLE)
     if isinstance(exc, ConfigError | ValidationError):
-        return CliError(one_line(exc), EXIT_USAGE)
+        return CliError(one_line(exc, secrets), EXIT_USAGE)
     if isinstance(exc, TenxGraphError):
-        return CliError(one_line(exc), EXIT_MISMATCH)
-    return CliError(f"unexpected {type(exc).__name__}: {one_line(exc)}", EXIT_MISMATCH)
+        return CliError(one_line(exc, secrets), EXIT_MISMATCH)
+    return CliError(f"unexpected {type(exc).__name__}: {one_line(exc, secrets)}", EXIT_MISMATCH)
 
 
 def _add_store_args(p: argparse.ArgumentParser, *, db_help: str) -> None:

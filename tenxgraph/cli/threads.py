@@ -19,6 +19,7 @@ from tenxgraph.cli._common import (
     DEFAULT_TIMEOUT_S,
     EXIT_MISMATCH,
     EXIT_OK,
+    EXIT_PERMISSION,
     EXIT_UNREACHABLE,
     CliError,
     StoreSpec,
@@ -26,6 +27,7 @@ from tenxgraph.cli._common import (
     _store_spec,
     one_line,
 )
+from tenxgraph.cli._text import fit, pad, safe, width
 
 
 def _spec(args: argparse.Namespace) -> StoreSpec:
@@ -45,8 +47,18 @@ async def _cmd_setup(args: argparse.Namespace) -> int:
         try:
             await client.ping()
         except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+            from tenxgraph.core.exceptions import redact
+            from tenxgraph.storage.redis import auth_error
+
+            refused = auth_error(exc, redact(spec.redis_url, spec.secrets()))
+            if refused is not None:
+                raise CliError(
+                    f"schema ready on Postgres, but {one_line(refused, spec.secrets())}",
+                    EXIT_PERMISSION,
+                ) from None
             raise CliError(
-                f"schema ready on Postgres, but Redis is not reachable: {one_line(exc)}",
+                "schema ready on Postgres, but Redis is not reachable: "
+                f"{one_line(exc, spec.secrets())}",
                 EXIT_UNREACHABLE,
             ) from None
         finally:
@@ -56,15 +68,15 @@ async def _cmd_setup(args: argparse.Namespace) -> int:
 
 
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    width = max(width, 2)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """Prose on one line (whitespace runs collapsed), control characters escaped, cut to
+    ``width`` terminal columns."""
+    return fit(" ".join(text.split()), max(width, 2))
 
 
-def _fmt_time(ts: float | None) -> str:
+def _fmt_time(ts: float | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     if not ts:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return time.strftime(fmt, time.localtime(ts))
 
 
 def _columns() -> int:
@@ -96,22 +108,98 @@ def _not_found(args: argparse.Namespace) -> int:
     return EXIT_MISMATCH
 
 
+#: Columns of the "updated" field: full, compact (month-day hour:minute), dropped.
+_UPDATED = ((19, "%Y-%m-%d %H:%M:%S"), (11, "%m-%d %H:%M"), (0, ""))
+
+
 def _list_table(threads: list[Any], all_users: bool) -> None:
-    """Print ``threads`` as a table that fits the terminal (long ids end with an ellipsis)."""
+    """Print ``threads`` as a table that fits the terminal: ids and owners are shown with
+    control characters escaped and measured in terminal columns (wide characters count 2);
+    when the terminal is narrow the owner column shrinks, then the time gets compact, then the
+    status column narrows, then the time is dropped; long ids end with an ellipsis."""
     cols = _columns()
-    fixed = 7 + 2 + 10 + 1 + 19 + 1  # version, status, updated
-    owner_w = 0
-    if all_users:
-        owner_w = min(max([len("owner"), *(len(t.user_id) for t in threads)]), 16)
-        fixed += owner_w + 1
-    id_w = max(8, min(max([len("thread_id"), *(len(t.thread_id) for t in threads)]), cols - fixed))
-    owner_h = f"{'owner':<{owner_w}} " if all_users else ""
-    print(f"{'thread_id':<{id_w}} {owner_h}{'version':>7}  {'status':<10} updated")
+    ids = [safe(t.thread_id) for t in threads]
+    id_natural = max([len("thread_id"), *(width(i) for i in ids)])
+    version_w = max([len("version"), *(len(str(t.version)) for t in threads)])
+    owner_natural = (
+        min(max([len("owner"), *(width(safe(t.user_id)) for t in threads)]), 16) if all_users else 0
+    )
+    owner_w, status_w, updated = owner_natural, 10, 0
+
+    def fixed() -> int:
+        time_w = _UPDATED[updated][0]
+        owner = owner_w + 1 if all_users else 0
+        return owner + version_w + 2 + status_w + (time_w + 1 if time_w else 0) + 1
+
+    want = min(id_natural, 12)
+    while cols - fixed() < want:
+        if all_users and owner_w > len("owner"):
+            owner_w = max(len("owner"), owner_w - (fixed() + want - cols))
+        elif updated < 1:
+            updated = 1
+        elif status_w > 6:
+            status_w = 6
+        elif updated < 2:
+            updated = 2
+        else:
+            break
+    id_w = max(4, min(id_natural, cols - fixed()))
+    time_w, time_fmt = _UPDATED[updated]
+
+    def row(tid: str, owner: str, version: str, status: str, when: str) -> str:
+        cells = [pad(tid, id_w)]
+        if all_users:
+            cells.append(pad(owner, owner_w))
+        cells.append(pad(version, version_w, right=True) + " ")
+        cells.append(pad(status, status_w))
+        if time_w:
+            cells.append(fit(when, time_w))
+        return " ".join(cells).rstrip()
+
+    print(row("thread_id", "owner", "version", "status", "updated"))
     for t in threads:
-        owner = f"{_short(t.user_id, owner_w):<{owner_w}} " if all_users else ""
         print(
-            f"{_short(t.thread_id, id_w):<{id_w}} {owner}{t.version:>7}  {_short(t.status, 10):<10} "
-            f"{_fmt_time(t.updated_at)}"
+            row(
+                t.thread_id,
+                t.user_id,
+                str(t.version),
+                " ".join(str(t.status).split()),
+                _fmt_time(t.updated_at, time_fmt),
+            )
+        )
+
+
+def _history_table(snaps: list[Any]) -> None:
+    """Print a thread's versions as a table that fits the terminal (narrower status and node
+    columns, then a compact time, then no time on narrow terminals)."""
+    cols = _columns()
+    for status_w, node_w, updated in ((10, 12, 0), (10, 12, 1), (6, 8, 1), (6, 8, 2)):
+        time_w = _UPDATED[updated][0]
+        if 7 + 2 + status_w + 1 + node_w + 1 + 8 + (2 + time_w if time_w else 0) <= cols:
+            break
+    time_fmt = _UPDATED[updated][1]
+
+    def row(version: str, status: str, node: str, messages: str, when: str) -> str:
+        cells = [
+            pad(version, 7, right=True) + " ",
+            pad(" ".join(status.split()), status_w),
+            pad(" ".join(node.split()), node_w),
+            pad(messages, 8, right=True) + " ",
+        ]
+        if time_w:
+            cells.append(fit(when, time_w))
+        return " ".join(cells).rstrip()
+
+    print(row("version", "status", "next node", "messages", "created"))
+    for snap in snaps:
+        print(
+            row(
+                str(snap.version),
+                str(snap.status),
+                str(snap.next_node or "-"),
+                str(len(snap.state.context)),
+                _fmt_time(snap.created_at, time_fmt),
+            )
         )
 
 
@@ -192,9 +280,9 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
                 )
                 return EXIT_OK
             print(
-                _short(
-                    f"thread {args.thread_id}  version {version}  status {meta.status}  "
-                    f"next/last node {meta.current_node}  steps {meta.step}",
+                fit(
+                    f"thread {safe(args.thread_id)}  version {version}  status {meta.status}  "
+                    f"next/last node {safe(str(meta.current_node))}  steps {meta.step}",
                     _columns(),
                 )
             )
@@ -220,12 +308,7 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
                     ]
                 )
                 return EXIT_OK
-            print(f"{'version':>7}  {'status':<10} {'next node':<12} {'messages':>8}  created")
-            for s in snaps:
-                print(
-                    f"{s.version:>7}  {_short(s.status, 10):<10} {_short(s.next_node or '-', 12):<12} "
-                    f"{len(s.state.context):>8}  {_fmt_time(s.created_at)}"
-                )
+            _history_table(snaps)
             return EXIT_OK
         if args.action == "delete":
             if not args.yes:

@@ -37,7 +37,7 @@ import psycopg
 from tenxgraph._redact import redact
 from tenxgraph.core.exceptions import StorageConnectionError, TransientStorageError
 
-__all__ = ["Failure", "aconnect_first", "classify", "connect_first"]
+__all__ = ["Failure", "aconnect_first", "classify", "connect_first", "parse_problem"]
 
 log = logging.getLogger("tenxgraph.storage.postgres")
 
@@ -57,6 +57,7 @@ _PERMANENT_TEXTS: tuple[tuple[str, str], ...] = (
     ("no password supplied", "password"),
     ("fe_sendauth", "password"),
     ("no pg_hba.conf entry", "permission"),
+    ("pg_hba.conf rejects connection", "permission"),
     ("is not permitted to log in", "permission"),
     ("permission denied for database", "permission"),
     ("name or service not known", "host"),
@@ -149,6 +150,56 @@ def classify(exc: BaseException) -> Failure:
     if "timeout" in text or "timed out" in text:
         return Failure(False, "timeout", sqlstate)
     return Failure(False, "unavailable", sqlstate)
+
+
+#: libpq's DSN parse errors (lower case) that quote part of the DSN, and what we say instead.
+_PARSE_PROBLEMS: tuple[tuple[str, str], ...] = (
+    ("unexpected spaces found", "the URL holds an unencoded space: percent-encode it as %20"),
+    (
+        'missing "=" after',
+        "a value holds an unquoted space, or a quote libpq does not understand: put values "
+        "with spaces in single quotes and escape ' and \\ inside "
+        "them with a backslash; double quotes are not quoting characters",
+    ),
+    (
+        "unterminated quoted string",
+        "a single-quoted value is never closed: end it with ' and escape a ' inside it as \\'",
+    ),
+    ("invalid percent-encoded token", "the URL holds a '%' that does not start a %XX escape"),
+    ("invalid uri query parameter", "the URL's query string holds an unknown parameter"),
+    ("invalid connection option", "the DSN holds an unknown connection option"),
+    ("invalid uri", "the URL is malformed"),
+)
+
+_QUOTED = re.compile(r'"[^"]*"+')
+_OPTION_NAME = re.compile(r'invalid (?:connection option|URI query parameter):? "([a-z_]+)"')
+
+
+def parse_problem(exc: BaseException, candidates: list[str] | tuple[str, ...]) -> str:
+    """What is wrong with a DSN libpq cannot parse, without quoting any of its values.
+
+    libpq's parse errors quote the fragment they stumbled on, which may be a piece of the
+    password (``missing "=" after "word"`` for ``password=two word``). Known errors are
+    replaced by our own sentence (naming an unknown option only when it is a plain lower-case
+    keyword that is no part of a candidate secret); anything else is shown with every quoted
+    fragment and every candidate secret masked.
+
+    Args:
+        exc: what ``conninfo_to_dict`` raised.
+        candidates: ``tenxgraph._redact.secret_candidates`` of the DSN.
+
+    Returns:
+        One line naming the problem and its fix.
+    """
+    text = " ".join(str(exc).split())
+    lower = text.lower()
+    for fragment, sentence in _PARSE_PROBLEMS:
+        if fragment in lower:
+            m = _OPTION_NAME.search(text)
+            if m and not any(m.group(1) in c for c in candidates):
+                return f"{sentence} ({m.group(1)!r})"
+            return sentence
+    return redact(_QUOTED.sub('"***"', text), candidates) or type(exc).__name__
 
 
 def _detail(exc: BaseException, secrets: tuple[str, ...]) -> str:

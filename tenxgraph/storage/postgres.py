@@ -60,6 +60,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
+from tenxgraph._redact import secret_candidates
+from tenxgraph._url_check import url_problem
 from tenxgraph.core._portal import ensure_no_running_loop
 from tenxgraph.core.exceptions import (
     CommitOutcomeUnknownError,
@@ -77,7 +79,7 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
-from tenxgraph.storage._pg_connect import aconnect_first, connect_first
+from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import (
     CheckpointWrite,
@@ -289,24 +291,29 @@ class PostgresStore:
             )
 
         conninfo = self._dsn if self._dsn is not None else str(getattr(pool, "conninfo", ""))
-        _refuse_unencoded_at(conninfo)
+        problem = url_problem(conninfo)
+        if problem:
+            raise ConfigError(f"cannot use the Postgres DSN: {problem}", context={"key": "dsn"})
+        #: every string of the DSN that may be (part of) its password, masked wherever a
+        #: message quotes it.
+        candidates = secret_candidates(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
             raise ConfigError(
-                f"cannot parse the Postgres DSN {redact(conninfo)!r}: {redact(exc)}",
+                f"cannot parse the Postgres DSN: {parse_problem(exc, candidates)}",
                 context={"key": "dsn"},
             ) from None
-        #: the DSN's password (as written and decoded), masked wherever a message quotes it.
+        password = str(params.get("password") or "")
         self._secrets: tuple[str, ...] = tuple(
-            s for s in {str(params.get("password") or ""), _url_password(conninfo)} if s
+            sorted({password, *candidates} - {""}, key=len, reverse=True)
         )
         user = params.get("user")
         self._user: str | None = str(user) if user is not None else None
         host = str(params.get("host") or params.get("hostaddr") or "localhost").split(",")[0]
         port = str(params.get("port") or "5432").split(",")[0]
         dbname = params.get("dbname") or params.get("user")
-        self._target = redact(f"{host}:{port}/{dbname or ''}")
+        self._target = redact(f"{host}:{port}/{dbname or ''}", self._secrets)
 
         self._pool_args, self._conn_kwargs = self._pool_settings(pool_config, params)
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = (
@@ -331,8 +338,8 @@ class PostgresStore:
         namespace = f"{dbname}|{schema}" if dbname else schema
         self._attrs: dict[str, Any] = {
             ATTR.DB_SYSTEM: "postgresql",
-            ATTR.DB_NAMESPACE: redact(namespace),
-            ATTR.SERVER_ADDRESS: redact(host),
+            ATTR.DB_NAMESPACE: redact(namespace, self._secrets),
+            ATTR.SERVER_ADDRESS: redact(host, self._secrets),
             ATTR.TIER: self.name,
         }
         if port.isdigit():
@@ -1323,28 +1330,6 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-_URL_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://(?P<auth>[^?#]*)")
-
-
-def _refuse_unencoded_at(conninfo: str) -> None:
-    """Refuse a URL whose user-info holds an unencoded ``@``: libpq would split it at the
-    first ``@`` and send the rest of the password to the DNS as a host name."""
-    m = _URL_USERINFO.match(conninfo.strip())
-    if m and m.group("auth").count("@") > 1:
-        raise ConfigError(
-            f"the Postgres URL {redact(conninfo)!r} has more than one '@' before the host: "
-            "percent-encode '@' in the user name or password as %40",
-            context={"key": "dsn"},
-        )
-
-
-def _url_password(conninfo: str) -> str:
-    """The password of a URL DSN as written (percent-encoded), or ``""``."""
-    m = _URL_USERINFO.match(conninfo.strip())
-    if not m or "@" not in m.group("auth"):
-        return ""
-    userinfo = m.group("auth").rsplit("@", 1)[0]
-    return userinfo.split(":", 1)[1] if ":" in userinfo else ""
 
 
 def _checked_pairs(

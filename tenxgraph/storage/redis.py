@@ -77,13 +77,20 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tenxgraph.core.exceptions import ConfigError, TransientStorageError, redact
+from tenxgraph._redact import secret_candidates
+from tenxgraph._url_check import url_problem
+from tenxgraph.core.exceptions import (
+    ConfigError,
+    StorageConnectionError,
+    TransientStorageError,
+    redact,
+)
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
 from ._tasks import cancel_guards, start_guard
 from .base import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 
-__all__ = ["RedisCache", "Stamp"]
+__all__ = ["RedisCache", "Stamp", "auth_error"]
 
 logger = logging.getLogger("tenxgraph.redis")
 
@@ -418,6 +425,35 @@ def _looks_like_blob(b: Any) -> bool:
     return type(b) is bytes and b[:1] == b"{" and b[-1:] == b"}"
 
 
+#: Redis replies (lower case) meaning the credentials were refused.
+_AUTH_REPLIES = ("noauth", "wrongpass", "invalid username-password pair", "invalid password")
+
+
+def auth_error(exc: BaseException, where: str) -> StorageConnectionError | None:
+    """The permanent error for a Redis failure that says the credentials were refused.
+
+    Args:
+        exc: what a Redis call raised (``redis.exceptions.AuthenticationError``, a
+            ``ResponseError`` starting ``NOAUTH`` / ``WRONGPASS``, anything else).
+        where: the server, already redacted, for the message.
+
+    Returns:
+        A ``StorageConnectionError`` (``STORAGE_CONNECT_001``, ``context["reason"] ==
+        "password"``, ``context["backend"] == "redis"``) when retrying cannot help because
+        the password (or user) is wrong or missing; ``None`` for any other failure.
+    """
+    from redis.exceptions import AuthenticationError
+
+    text = " ".join(str(exc).split()).lower()
+    if not isinstance(exc, AuthenticationError) and not any(r in text for r in _AUTH_REPLIES):
+        return None
+    return StorageConnectionError(
+        f"Redis at {where} refused the credentials: the password (or user) in the Redis URL is "
+        "wrong or missing; fix it in the URL",
+        context={"backend": "redis", "reason": "password", "target": where},
+    )
+
+
 class RedisCache:
     """Shared cache tier on Redis (redis-py asyncio); see the module docs for the key layout.
 
@@ -452,8 +488,10 @@ class RedisCache:
             fails is a cache miss like any other failure.
 
     Raises:
-        ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``prefix`` with
-            braces, or a non-positive ``ttl_s`` / ``timeout_s`` / negative backoff.
+        ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``url`` whose
+            user-info cannot be told from its host (an unencoded ``@``, ``/``, ``?``, ``#`` or
+            space in the password: redis-py would silently connect to another server), a
+            ``prefix`` with braces, or a non-positive ``ttl_s`` / ``timeout_s`` / negative backoff.
 
     Attributes:
         name: ``"redis"`` (telemetry tier name).
@@ -477,6 +515,9 @@ class RedisCache:
     ) -> None:
         if client is None and not url:
             raise ConfigError("RedisCache needs url= or client=", context={"key": "url"})
+        problem = url_problem(url) if client is None and url else None
+        if problem:
+            raise ConfigError(f"cannot use the Redis URL: {problem}", context={"key": "url"})
         if "{" in prefix or "}" in prefix:
             raise ConfigError(
                 "the Redis key prefix must not contain '{' or '}': the thread id is the hash tag",
@@ -518,7 +559,11 @@ class RedisCache:
         self.timeout_s = float(timeout_s)
         self.reconnect_backoff_s = float(reconnect_backoff_s)
         kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-        self._where = redact(url) if url else f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+        self._where = (
+            redact(url, secret_candidates(url))
+            if url
+            else f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+        )
         self._server_attrs: dict[str, Any] = {ATTR.DB_SYSTEM: "redis"}
         if "host" in kw:
             self._server_attrs[ATTR.SERVER_ADDRESS] = str(kw["host"])

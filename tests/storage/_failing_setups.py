@@ -1,4 +1,4 @@
-"""Run 20 failing connection setups and print, as JSON, everything a user could see of them.
+"""Run 27 failing connection setups and print, as JSON, everything a user could see of them.
 
 Run as a script (``python _failing_setups.py PRIVATE_PORT REFUSED_PORT SCHEMA REDIS_PREFIX``) so the OpenTelemetry SDK
 and logging can be installed for this process alone. For each case it collects: the text, repr
@@ -78,6 +78,29 @@ def cases(private_port: int, refused: int) -> list[dict[str, Any]]:
             "secrets": ["Both-pw-19", "Both-redis-19"],
         },
         {"pool": f"host=127.0.0.1 port={p} user=postgres dbname=test password='Pool pw 20'", "secrets": ["Pool pw 20", "pw 20"]},
+        # a '/' in a URL password: libpq would read host 'rv3', port 'ab' (refused up front)
+        {"pg": f"postgresql://rv3:ab/cdXYZ-21@127.0.0.1:{p}/rvdb", "secrets": ["ab/cdXYZ-21", "cdXYZ-21"]},
+        # a space in a URL password: psycopg's parse error quotes it
+        {"pg": f"postgresql://postgres:two wordsXY-22@127.0.0.1:{p}/test", "secrets": ["two wordsXY-22", "wordsXY-22"]},
+        # an unquoted space in a key/value password: libpq's error quotes the second word
+        {
+            "pg": f"host=127.0.0.1 port={p} user=postgres dbname=test password=Secret1-23 Secret2word-23",
+            "secrets": ["Secret1-23", "Secret2word-23"],
+        },
+        # double quotes are no quoting characters for libpq: its error quotes 'word-24"'
+        {
+            "pg": f'host=127.0.0.1 port={p} user=postgres dbname=test password="dq word-24"',
+            "secrets": ["dq word-24", "word-24"],
+        },
+        # a backslash-escaped space: libpq reads 'abc def-25' (a wrong password)
+        {
+            "pg": f"host=127.0.0.1 port={p} user=postgres dbname=test password=abc\\ def-25",
+            "secrets": ["abc def-25", "def-25"],
+        },
+        # a '?' in a URL password
+        {"pg": f"postgresql://postgres:ab?cd-26@127.0.0.1:{p}/test", "secrets": ["ab?cd-26", "cd-26"]},
+        # '@' and '/' in a Redis password: redis-py would silently use localhost:6379
+        {"pg": GOOD_PG, "redis": f"redis://:WrongRedis-27@/xx@127.0.0.1:{r}/0", "secrets": ["WrongRedis-27"]},
     ]
 
 

@@ -29,14 +29,28 @@ class PrivateCluster:
     """A running private cluster.
 
     Attributes:
+        name: the cluster's name (``pg_lsclusters``).
         port: its TCP port on 127.0.0.1.
         password: the ``postgres`` role's password.
         max_connections: the server's ``max_connections`` (no slots reserved).
     """
 
+    name: str
     port: int
     password: str
     max_connections: int
+
+    def prepend_hba(self, line: str) -> None:
+        """Put ``line`` first in the cluster's ``pg_hba.conf`` and reload the server."""
+        path = f"/etc/postgresql/{VERSION}/{self.name}/pg_hba.conf"
+        with open(path, encoding="utf-8") as f:
+            body = f.read()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"{line}\n{body}")
+        subprocess.run(
+            ["pg_ctlcluster", VERSION, self.name, "reload"], check=True, capture_output=True,
+            timeout=60,
+        )  # fmt: skip
 
     def kv_dsn(self, password: str | None = None) -> str:
         """A key/value DSN for role ``postgres``, database ``test`` (password quoted)."""
@@ -68,7 +82,7 @@ def private_cluster(max_connections: int = 6) -> Iterator[PrivateCluster]:
         run("pg_ctlcluster", VERSION, name, "start")
         sql = f"ALTER ROLE postgres PASSWORD '{PASSWORD}'"
         run("su", "postgres", "-c", f'psql -q -p {port} -c "{sql}" -c "CREATE DATABASE test"')
-        yield PrivateCluster(port=port, password=PASSWORD, max_connections=max_connections)
+        yield PrivateCluster(name=name, port=port, password=PASSWORD, max_connections=max_connections)
     finally:
         subprocess.run(
             ["pg_dropcluster", VERSION, name, "--stop"], capture_output=True, timeout=120

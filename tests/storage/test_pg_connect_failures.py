@@ -166,12 +166,14 @@ def test_unencoded_at_in_a_url_password_is_refused_before_connecting() -> None:
     assert "ss-word" not in str(info.value) and "Pa@" not in str(info.value)
 
 
-def test_twenty_failing_setups_never_show_a_password(
+def test_failing_setups_never_show_a_password(
     cluster: PrivateCluster, pg_schema: str, redis_prefix: str
 ) -> None:
-    """Every exception text, log record, span and CLI output of 20 failing setups (URL and
-    key/value DSNs, quoted passwords with spaces, unencoded '@', SQLAlchemy URLs, query
-    passwords, wrong passwords, TLS, Redis URLs, an application pool) holds no password."""
+    """Every exception text, log record, span and CLI output of 27 failing setups (URL and
+    key/value DSNs, quoted passwords with spaces, unencoded '@', '/', '?' and spaces in URL
+    passwords, unquoted and double-quoted spaces and backslash escapes in key/value passwords,
+    SQLAlchemy URLs, query passwords, wrong passwords, TLS, Redis URLs, an application pool)
+    holds no password."""
     import json
     import os
     import subprocess
@@ -198,7 +200,7 @@ def test_twenty_failing_setups_never_show_a_password(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout)
-    assert len(results) == 20
+    assert len(results) == 27
     leaks = []
     for n, case in enumerate(results, 1):
         blob = "\n".join(case["seen"] + case["logs"] + case["spans"])
@@ -247,3 +249,103 @@ def test_password_changed_while_the_pool_is_open_is_reported_as_permanent(
         cp.close()
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("DROP SCHEMA IF EXISTS t_rot CASCADE")
+
+
+# -- DSNs whose password cannot be told apart: refused up front, never quoted -----------------------
+@pytest.mark.parametrize(
+    ("dsn", "char", "fragments"),
+    [
+        ("postgresql://rv3:ab/cdXYZ@127.0.0.1:{port}/rvdb", "%2F", ["ab/cd", "cdXYZ"]),
+        ("postgresql://postgres:ab?cdXYZ@127.0.0.1:{port}/test", "%3F", ["ab?cd", "cdXYZ"]),
+        ("postgresql://postgres:two wordsXY@127.0.0.1:{port}/test", "%20", ["two", "wordsXY"]),
+        ("postgresql://bob:Pa@ss-word@127.0.0.1:{port}/test", "%40", ["ss-word", "Pa@"]),
+    ],
+)
+def test_ambiguous_url_passwords_are_refused_before_connecting(
+    cluster: PrivateCluster, dsn: str, char: str, fragments: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from tenxgraph.cli import EXIT_USAGE, main
+
+    dsn = dsn.format(port=cluster.port)
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        PgCheckpointer(dsn, pool_config={"timeout": 30})
+    assert time.monotonic() - t0 < FAST_S
+    shown = str(info.value) + repr(info.value)
+    assert info.value.error_code == "CONFIG_001" and char in shown
+    assert not [f for f in fragments if f in shown]
+    for argv in (["setup"], ["threads", "list"]):
+        assert main([*argv, "--dsn", dsn, "--timeout", "30"]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and char in err, err
+        assert not [f for f in fragments if f in err], err
+
+
+@pytest.mark.parametrize(
+    ("dsn", "fragments"),
+    [
+        ("host=127.0.0.1 port={port} user=postgres password=Secret1 Secret2word",
+         ["Secret1", "Secret2word"]),
+        ('host=127.0.0.1 port={port} user=postgres password="dq wordXY"', ["wordXY"]),
+        ("host=127.0.0.1 port={port} user=postgres password='open Quoted-pw", ["Quoted-pw"]),
+    ],
+)  # fmt: skip
+def test_unparsable_dsns_never_echo_the_driver_message(
+    cluster: PrivateCluster, dsn: str, fragments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenxgraph.cli import EXIT_USAGE, main
+
+    dsn = dsn.format(port=cluster.port)
+    with pytest.raises(psycopg.ProgrammingError) as raw:
+        psycopg.connect(dsn)  # the driver's own message quotes part of the password
+    assert [f for f in fragments if f in str(raw.value)] or "unterminated" in str(raw.value)
+    with pytest.raises(ConfigError) as info:
+        PostgresStore(dsn)
+    shown = str(info.value) + repr(info.value)
+    assert "cannot parse the Postgres DSN" in shown
+    assert not [f for f in fragments if f in shown], shown
+    assert main(["setup", "--dsn", dsn]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and not [f for f in fragments if f in err], err
+
+
+def test_backslash_escaped_space_in_a_wrong_password_is_never_shown(
+    cluster: PrivateCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    dsn = f"host=127.0.0.1 port={cluster.port} user=postgres dbname=test password=abc\\ defXY"
+    for err, elapsed in _both_paths(dsn):
+        assert isinstance(err, StorageConnectionError) and err.context["reason"] == "password"
+        assert "defXY" not in str(err) + repr(err), err
+        assert elapsed < FAST_S
+    store = PostgresStore(dsn)
+    assert "defXY" not in repr(store) + str(store._attrs)
+    assert not [r for r in caplog.records if "defXY" in r.getMessage()]
+
+
+def test_pg_hba_reject_line_is_permanent_permission(
+    cluster: PrivateCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenxgraph.cli import EXIT_PERMISSION, main
+
+    admin = cluster.kv_dsn()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS shunned")
+        conn.execute("CREATE ROLE shunned LOGIN PASSWORD 'Shunned-pw-1'")
+    cluster.prepend_hba("host all shunned 127.0.0.1/32 reject")
+    dsn = f"host=127.0.0.1 port={cluster.port} user=shunned dbname=test password=Shunned-pw-1"
+    with pytest.raises(psycopg.OperationalError) as raw:
+        psycopg.connect(dsn)
+    assert "pg_hba.conf rejects connection" in str(raw.value)
+    assert classify(raw.value).permanent and classify(raw.value).reason == "permission"
+    for err, elapsed in _both_paths(dsn):
+        assert isinstance(err, StorageConnectionError), err
+        assert err.context["reason"] == "permission"
+        assert "Shunned-pw-1" not in str(err)
+        assert elapsed < FAST_S, elapsed
+    t0 = time.monotonic()
+    assert main(["setup", "--dsn", dsn, "--timeout", "30"]) == EXIT_PERMISSION
+    assert time.monotonic() - t0 < FAST_S
+    err_line = capsys.readouterr().err
+    assert len(err_line.strip().splitlines()) == 1 and "pg_hba.conf" in err_line
