@@ -187,6 +187,22 @@ def test_replay_on_sqlite_with_two_workers(tmp_path):
     assert "double executions: 0" in proc.stdout
 
 
+def test_replay_defaults_to_the_bundled_recordings_outside_a_clone(tmp_path):
+    # no data argument, run from a folder that holds no tenxgraph/data: the recordings that
+    # ship in the package are used
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenxgraph.cli", "replay", "--limit", "2", "--workers", "1",
+         "--db", str(tmp_path / "r.sqlite"), "--quiet"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _summary_value(proc.stdout, "verified threads").startswith("2/2  OK")
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.redis

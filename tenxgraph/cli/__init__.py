@@ -199,7 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 every thread verified, 1 mismatch or double execution, 2 usage, "
         "3 storage unreachable",
     )
-    r.add_argument("data", help="a .jsonl file or a folder of them (e.g. tenxgraph/data)")
+    r.add_argument(
+        "data",
+        nargs="?",
+        default=None,
+        help="a .jsonl file or a folder of them (default: the recordings bundled with tenxgraph)",
+    )
     r.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
     r.add_argument(
         "--concurrency", type=int, default=4, help="turns in flight per worker (default 4)"

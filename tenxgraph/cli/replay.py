@@ -794,9 +794,9 @@ def _summary(
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from tenxgraph.models.replay import load_trajectories
+    from tenxgraph.models.replay import bundled_data_path, load_trajectories
 
-    data = Path(args.data)
+    data = Path(args.data) if args.data else bundled_data_path()
     if args.workers < 1 or args.concurrency < 1 or not (0.0 <= args.kill_rate < 1.0):
         raise CliError(
             "--workers and --concurrency must be >= 1 and --kill-rate in [0, 1)", EXIT_USAGE
