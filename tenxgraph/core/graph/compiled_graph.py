@@ -193,10 +193,14 @@ class CompiledGraph(Generic[StateT]):
         ``error_code``, ``reason``, ``message``) and is then raised.
 
         Args:
-            input_data, config, response_granularity: as for ``ainvoke``.
+            input_data: as for ``ainvoke``.
+            config: as for ``ainvoke``.
+            response_granularity: as for ``ainvoke``; ``PARTIAL`` and ``FULL`` add a
+                ``state`` chunk after each node.
 
         Raises:
-            Whatever ``ainvoke`` raises, after the ``error`` chunk.
+            TenxGraphError: whatever ``ainvoke`` raises (same class and ``error_code``),
+                raised after the ``error`` chunk has been yielded.
         """
         # One dict for the whole run: without a config, the thread id the runtime generates
         # is the one every chunk reports.
