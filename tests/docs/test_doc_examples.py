@@ -211,3 +211,32 @@ def test_page_examples_run(page: str, page_env: Path, eval_example: EvalExample)
             namespace = {k: v for k, v in result.items() if not k.startswith("__")}
     finally:
         _kill_leftovers(namespace)
+
+
+def test_blocks_read_the_environment_with_defaults():
+    """A reader pasting a block gets a working program, not a KeyError: every variable a block
+    reads has a default (the local services of ``scripts/services.sh``)."""
+    import re
+
+    read = re.compile(r"os\.environ\[[^\]]+\](?!\s*=[^=])")  # a read, not an assignment
+    offenders = [
+        f"{page}:{ex.start_line}: {match.group(0)}"
+        for page, blocks in PAGES.items()
+        for ex in blocks
+        for match in read.finditer(ex.source)
+    ]
+    assert not offenders, offenders
+
+
+def test_install_commands_work_from_a_checkout():
+    """tenxgraph is not on PyPI: no page may tell a reader to ``pip install tenxgraph...``."""
+    import re
+
+    wrong = re.compile(r"pip install\s+(-\S+\s+)*['\"]?tenxgraph\b")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if wrong.search(line)
+    ]
+    assert not offenders, offenders

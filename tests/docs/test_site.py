@@ -389,3 +389,11 @@ def test_error_code_table_names_the_raising_class(site: Path):
     raised.append(unknown.value)
     for err in raised:
         assert type(err).__name__ == table[err.error_code], (err.error_code, type(err))
+
+
+def test_reference_points_only_at_what_users_can_read(site: Path):
+    # DESIGN.md is the team's internal contract, not shipped; PostgresStore is internal.
+    for page in (site / "reference").rglob("index.html"):
+        text = re.sub(r"<[^>]+>", "", page.read_text())
+        assert "DESIGN" not in text, page
+        assert "see PostgresStore" not in text.replace("``", ""), page

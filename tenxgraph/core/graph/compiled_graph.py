@@ -124,7 +124,7 @@ class CompiledGraph(Generic[StateT]):
                 ``{}`` resumes an unfinished run and writes nothing on a finished thread. New
                 input on a thread paused by ``interrupt_before`` / ``interrupt_after`` is
                 appended and the paused run goes on.
-            config: the run config (DESIGN section 2): ``thread_id`` (generated when absent),
+            config: the run config: ``thread_id`` (generated when absent),
                 ``user_id``, ``recursion_limit``, ``durable_checkpoint_every_step``,
                 ``node_timeout``, ``tool_timeout`` (seconds). The runtime writes ``run_id`` and
                 ``_checkpoint_version`` into it.
