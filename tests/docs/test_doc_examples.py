@@ -240,3 +240,18 @@ def test_install_commands_work_from_a_checkout():
         if wrong.search(line)
     ]
     assert not offenders, offenders
+
+
+def test_threads_commands_are_not_called_read_only():
+    """``threads delete`` exists, so neither the README nor the CLI's help may say the
+    ``threads`` commands are read-only."""
+    help_text = subprocess.run(
+        [sys.executable, "-m", "tenxgraph.cli", "threads", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "delete" in help_text
+    for text in (help_text, (ROOT / "README.md").read_text(), (ROOT / "docs/how-to/cli.md").read_text()):
+        assert "read-only" not in " ".join(text.lower().split())
