@@ -49,10 +49,6 @@ SKIPPED: dict[tuple[str, str], str] = {
         "needs the OTLP exporter package and a collector listening; the same setup with the "
         "in-memory exporter runs just below it"
     ),
-    ("docs/how-to/checkpointers.md", "from psycopg_pool import AsyncConnectionPool"): (
-        "an application's own pool, shown as a fragment of a larger program; the same "
-        "checkpointer built from a DSN runs above it"
-    ),
 }
 
 

@@ -284,6 +284,16 @@ def test_page_renders_in_chromium(name: str, served: str, browser: str, tmp_path
             returnByValue=True,
         )["result"]["value"]
         title = tools.call("Runtime.evaluate", expression="document.title", returnByValue=True)
+        # Tables wider than the content column (the reference's parameter tables) overflow it.
+        too_wide = tools.call(
+            "Runtime.evaluate",
+            expression="(() => { const c = document.querySelector('.md-content__inner');"
+            " const right = c.getBoundingClientRect().right + 1;"
+            " return [...c.querySelectorAll('table')].filter(t =>"
+            " t.getBoundingClientRect().right > right || t.scrollWidth > t.clientWidth + 1)"
+            ".length; })()",
+            returnByValue=True,
+        )["result"]["value"]
         shot = tools.call("Page.captureScreenshot", format="png")["data"]
     out_dir = Path(os.environ.get("DOCS_SCREENSHOT_DIR") or tmp_path)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -292,6 +302,7 @@ def test_page_renders_in_chromium(name: str, served: str, browser: str, tmp_path
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert not _problems(tools.events), _problems(tools.events)
     assert "tenxgraph" in title["result"]["value"]
+    assert too_wide == 0, f"{too_wide} tables wider than the content column"
     total, rendered = diagrams
     assert total == rendered, f"{rendered} of {total} mermaid diagrams rendered"
     if name in ("home", "guide"):
