@@ -251,3 +251,16 @@ def test_threads_commands_are_not_called_read_only():
     assert "delete" in help_text
     for text in (help_text, (ROOT / "README.md").read_text(), (ROOT / "docs/how-to/cli.md").read_text()):
         assert "read-only" not in " ".join(text.lower().split())
+
+
+def test_every_block_is_valid_python_as_a_file():
+    """A block pasted into a file must compile: no top-level ``await`` (a SyntaxError outside a
+    notebook or the asyncio REPL). Skipped blocks are checked too."""
+    broken = []
+    for page, blocks in PAGES.items():
+        for ex in blocks:
+            try:
+                compile(ex.source, f"{page}:{ex.start_line}", "exec")
+            except SyntaxError as exc:
+                broken.append(f"{page}:{ex.start_line}: {exc.msg}")
+    assert not broken, broken
