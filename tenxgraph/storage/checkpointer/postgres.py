@@ -61,7 +61,9 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             ``configure``, ``reset``, ``check`` (as in ``psycopg_pool``),
             ``prepare_threshold`` (default 5; ``None`` disables server-side prepared
             statements) and ``kwargs`` (extra connection arguments); an unknown key is
-            refused (``CONFIG_001``). Not allowed together with ``pg_pool``.
+            refused (``CONFIG_001``). With ``pg_pool`` the application's pool keeps its own
+            settings and only ``timeout`` is read from here (how long the first connection
+            is retried before its error is raised); size that pool yourself.
         redis_url: URL of the shared Redis cache (``redis://...``); without ``redis_url``,
             ``redis`` or ``redis_pool`` there is no Redis tier (LRU + Postgres).
         redis: an application's ``redis.asyncio.Redis`` client (bytes responses).
