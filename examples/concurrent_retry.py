@@ -6,7 +6,8 @@ Two "application instances" (two compiled graphs on one SQLite file, as two proc
 load balancer would be) receive a message for the same thread at the same moment. Both read
 version v; the first to write wins; the other gets StaleStateError (STORAGE_CONFLICT_000) and
 nothing of its attempt is stored. The handler simply calls again: the next read sees the
-winner's state, and no update is lost.
+winner's state, and no update is lost. The version each turn was stored as is read back with
+the public history API (``aget_state_history``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,19 @@ def build(db: str):
     return graph.compile(checkpointer=SqliteCheckpointer(db))
 
 
+async def stored_version(app, config: dict, reply: str) -> int:
+    """The first kept version whose messages hold ``reply`` (the version this turn wrote).
+
+    The other instance may have written after us already, so the latest version is not
+    necessarily ours: look through the most recent versions, newest first.
+    """
+    history = await app.aget_state_history(config, limit=10)
+    ours = [snap.version for snap in history if any(m.text() == reply for m in snap.state.context)]
+    if not ours:
+        raise LookupError(f"{reply!r} is not in the last 10 versions of {config['thread_id']!r}")
+    return min(ours)
+
+
 async def handle(app, instance: str, thread_id: str, text: str, message_id: str) -> int:
     """The request handler: run the turn, retry on conflict. Returns the retries needed."""
     retries = 0
@@ -47,9 +61,8 @@ async def handle(app, instance: str, thread_id: str, text: str, message_id: str)
             await app.ainvoke(
                 {"messages": [Message.text_message(text, message_id=message_id)]}, config
             )
-            print(
-                f"  {instance}: stored {text!r} as version {config['_checkpoint_version']} after {retries} retries"
-            )
+            version = await stored_version(app, config, f"noted: {text}")
+            print(f"  {instance}: stored {text!r} as version {version} after {retries} retries")
             return retries
         except (StaleStateError, TransientStorageError) as exc:
             retries += 1

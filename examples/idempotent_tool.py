@@ -1,4 +1,4 @@
-"""A tool with an idempotency key: ``current_tool_call().tool_call_id``.
+"""A tool with an idempotency key: the ``tool_call_id`` the ToolNode injects.
 
 Run: python examples/idempotent_tool.py   (no server needed; in-memory store)
 
@@ -6,12 +6,12 @@ The ledger makes a replayed node return a recorded tool result instead of callin
 again. One window remains: the tool has done its side effect but the process dies before the
 result is recorded. A tool whose side effect goes to another system closes that window by
 passing the call's id as an idempotency key (Stripe, most payment and messaging APIs accept
-one). Here the "payment provider" is a dict keyed by that id.
+one). Here the "payment provider" is a dict keyed by that id. A tool parameter named
+``tool_call_id`` receives the call's id (it is not part of the schema the model sees).
 """
 
 from __future__ import annotations
 
-from tenxgraph.core._context import current_tool_call
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import Message
 from tenxgraph.models import ScriptedModel
@@ -23,16 +23,17 @@ PROVIDER: dict[str, dict] = {}
 CHARGE_REQUESTS = 0
 
 
-def charge_card(customer: str, amount_cents: int) -> dict:
+def charge_card(customer: str, amount_cents: int, tool_call_id: str) -> dict:
     """Charge a customer's card.
 
     Args:
         customer: the customer id.
         amount_cents: the amount, in cents.
+        tool_call_id: injected by the ToolNode: the id of this call, the same on every retry.
     """
     global CHARGE_REQUESTS
     CHARGE_REQUESTS += 1
-    key = current_tool_call().tool_call_id  # the same on every retry of this call
+    key = tool_call_id  # the same on every retry of this call
     if key not in PROVIDER:  # the provider applies a key once
         PROVIDER[key] = {
             "customer": customer,
@@ -75,13 +76,7 @@ def main() -> None:
 
     # The crash window, simulated: the same call executed again (as after a process died
     # between the charge and the ledger write) reaches the provider with the same key.
-    from tenxgraph.core._context import _TOOL_CALL, ToolCallContext
-
-    token = _TOOL_CALL.set(ToolCallContext("call_pay_1", "charge_card", "replay"))
-    try:
-        again = charge_card("cus_42", 1999)
-    finally:
-        _TOOL_CALL.reset(token)
+    again = charge_card("cus_42", 1999, tool_call_id="call_pay_1")
     print(
         f"charge requests: {CHARGE_REQUESTS}, charges applied by the provider: {len(PROVIDER)} ({again['charge_id']})"
     )

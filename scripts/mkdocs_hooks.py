@@ -29,34 +29,45 @@ def _plain(match: re.Match[str]) -> str:
     return f"<code>{target.rsplit('.', 1)[-1] if match.group(1) else target}</code>"
 
 
+def _most_specific(classes: list[type]) -> type | None:
+    # The class deepest in the hierarchy: GraphError, not its base TenxGraphError (both have
+    # default_code GRAPH_000); UnsupportedArgumentError rather than GraphError for GRAPH_010.
+    return max(classes, key=lambda cls: len(cls.__mro__), default=None)
+
+
 def error_code_rows() -> list[tuple[str, str, str]]:
     """``(code, raising class, meaning)`` for every code of the registry, in registry order.
 
-    The class is the error class whose ``default_code`` is the code, else the nearest class
-    whose code prefix matches (``STORAGE_FORBIDDEN_001`` is raised as ``StorageError``).
+    The class is, in this order of preference: the most specific error class whose
+    ``default_code`` is the code; else the most specific class whose docstring names the code
+    (``GRAPH_010`` is raised as ``UnsupportedArgumentError``); else the most specific class
+    whose ``default_code`` shares the code's family prefix (``STORAGE_FORBIDDEN_001`` is raised
+    as ``StorageError``, ``GRAPH_ROUTING_001`` as ``GraphError``).
     """
     from tenxgraph.core import exceptions as exc
+    from tenxgraph.models import ModelError
 
     classes = [
         obj
         for name in exc.__all__
         if isinstance(obj := getattr(exc, name), type) and issubclass(obj, exc.TenxGraphError)
     ]
-    from tenxgraph.models import ModelError
-
-    by_default = {cls.default_code: cls.__name__ for cls in [*classes, ModelError]}
+    classes.append(ModelError)
     rows = []
     for code, meaning in exc.ERROR_CODES.items():
-        name = by_default.get(code)
-        if name is None:
-            family = code.split("_", 1)[0]
-            name = by_default.get(f"{family}_000", "TenxGraphError")
-        rows.append((code, name, meaning))
+        family = code.split("_", 1)[0]
+        cls = (
+            _most_specific([c for c in classes if c.default_code == code])
+            or _most_specific([c for c in classes if f"``{code}``" in (c.__doc__ or "")])
+            or _most_specific([c for c in classes if c.default_code == f"{family}_000"])
+            or exc.TenxGraphError
+        )
+        rows.append((code, cls.__name__, meaning))
     return rows
 
 
 def error_code_table() -> str:
-    """The Markdown table of :func:`error_code_rows`."""
+    """The Markdown table of ``error_code_rows()``."""
     lines = ["| error_code | raised as | meaning |", "| --- | --- | --- |"]
     for code, name, meaning in error_code_rows():
         cell = meaning.replace("|", "\\|")

@@ -45,3 +45,15 @@ def test_example_runs(example: Path, tmp_path: Path):
     # under -W default: no ResourceWarning, no "Task was destroyed", nothing at exit
     for noise in ("Warning", "Task was destroyed", "never retrieved", "Traceback"):
         assert noise not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_uses_only_the_public_api(example: Path):
+    """Examples are what users copy: no private config keys (``config["_checkpoint_version"]``)
+    and no private modules or names (``tenxgraph._x``, ``from ... import _x``)."""
+    import re
+
+    source = example.read_text()
+    assert not re.search(r"\[\s*['\"]_\w+['\"]\s*\]", source), "reads a private config key"
+    assert not re.search(r"tenxgraph(\.\w+)*\._\w+", source), "imports a private module"
+    assert not re.search(r"from tenxgraph\S* import .*\b_\w+", source), "imports a private name"

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="list, show, history or delete threads of one user",
         description="Operator view of threads. Every action sees only the threads of --user "
         "(default 'anonymous'), exactly as the application does, unless --all-users asks for "
-        "the admin scope. Read-only: the tables must exist (tenxgraph setup creates them).",
+        "the admin scope. Never creates or migrates tables (tenxgraph setup does); only delete writes.",
         epilog=_EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

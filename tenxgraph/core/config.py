@@ -1,4 +1,4 @@
-"""Validation of the ``config`` dict of a run (DESIGN section 2).
+"""Validation of the ``config`` dict of a run (the keys are listed under ``CompiledGraph.ainvoke``).
 
 Known keys are checked for type and range; a key that looks like a misspelling of a known key
 (``"thread-id"``, ``"threadId"``, ``"thread_Id"``, ``"userid"``) raises, so a typo cannot silently

@@ -79,7 +79,8 @@ class StoredCheckpoint:
     """One durable version of a thread, encoded.
 
     Attributes:
-        thread_id, user_id: the thread and its owner scope.
+        thread_id: the thread.
+        user_id: its owner scope.
         version: 1, 2, 3, ... without gaps.
         values: JSON bytes of every state field except ``context`` (``serde.encode_values``).
         ranges: the message list of this version as seq ranges, in list order.
@@ -109,7 +110,8 @@ class CheckpointWrite:
     """A compare-and-swap checkpoint write, computed without I/O by the facade.
 
     Attributes:
-        thread_id, user_id: the thread and the writer's owner scope.
+        thread_id: the thread.
+        user_id: the writer's owner scope.
         expected_version: the version this run last read or wrote; ``0`` means "the thread must
             not exist yet". The write succeeds only if the stored version equals it; the new
             version is ``expected_version + 1``.
@@ -164,7 +166,8 @@ class ThreadInfo:
         user_id: the owner scope (only ever returned to that owner).
         version: its latest version.
         status: ``ExecutionStatus`` value of the latest checkpoint.
-        created_at, updated_at: UNIX seconds of the first and the latest checkpoint.
+        created_at: UNIX time in seconds of the thread's first checkpoint.
+        updated_at: UNIX time in seconds of its latest checkpoint.
         metadata: application metadata set with ``aput_thread``.
         thread_name (str | None): 10xGraph's display name of the thread:
             ``metadata["thread_name"]`` when the application set one with ``aput_thread``,

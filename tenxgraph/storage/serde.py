@@ -481,7 +481,8 @@ def decode_checkpoint(
         state_cls: the declared state class to validate the values against.
         values: the version's encoded values (``encode_values`` output).
         messages: the encoded messages of the version, in list order (``None``: none).
-        thread_id, version: where the row comes from (named in the error).
+        thread_id: the thread the row comes from (named in the error).
+        version: the version the row comes from (named in the error).
 
     Returns:
         ``({field: value}, [Message, ...])``.

@@ -6,10 +6,10 @@ from enum import StrEnum
 
 __all__ = ["END", "START", "ResponseGranularity"]
 
-#: The virtual node every run starts from (``"__start__"``).
 START = "__start__"
-#: The virtual node that ends a run (``"__end__"``).
+"""The virtual node every run starts from (``"__start__"``): ``add_edge(START, "first")``."""
 END = "__end__"
+"""The virtual node that ends a run (``"__end__"``): ``add_edge("last", END)``."""
 
 
 class ResponseGranularity(StrEnum):

@@ -246,3 +246,33 @@ def test_process_killed_inside_a_generator_node_replays_only_that_node(
     assert texts(res["messages"]) == ["two-a", "two-b"]
     assert log.read_text().split() == ["one", "two", "two"]
     assert texts(app.get_state(dict(cfg))) == ["go", "one", "two-a", "two-b"]
+
+
+class WeatherState(AgentState):
+    location: str | None = None
+
+
+@pytest.mark.anyio
+async def test_undeclared_state_field_is_refused_and_a_declared_one_round_trips(
+    backend: Backend,
+) -> None:
+    """build-a-graph's ``{"state": {"location": ...}}`` on a plain ``AgentState`` graph: the
+    state reference never lets ``AgentState`` take undeclared fields, so it is refused before
+    anything is written (docs/compat-runs.md); declared on a subclass, it is stored."""
+    plain = one_node(lambda state: "ok", backend.new())
+    cfg = {"thread_id": "weather-plain"}
+    for update in ({"state": {"location": "Paris"}}, {"location": "Paris"}):
+        with pytest.raises(ValidationError) as info:
+            await plain.ainvoke({"messages": ["weather?"], **update}, dict(cfg))
+        assert info.value.error_code == "VALIDATION_000"
+        assert "location" in str(info.value)
+    assert await plain.aget_state(dict(cfg)) is None
+
+    cp = backend.new()
+    declared = one_node(lambda state: {"location": state.location.upper()}, cp, WeatherState())
+    cfg = {"thread_id": "weather-declared"}
+    await declared.ainvoke({"messages": ["weather?"], "state": {"location": "Paris"}}, dict(cfg))
+    stored = await declared.aget_state(dict(cfg))
+    assert stored.location == "PARIS"
+    history = await declared.aget_state_history(dict(cfg))
+    assert history[0].state.location == "PARIS"

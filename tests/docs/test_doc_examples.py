@@ -49,10 +49,6 @@ SKIPPED: dict[tuple[str, str], str] = {
         "needs the OTLP exporter package and a collector listening; the same setup with the "
         "in-memory exporter runs just below it"
     ),
-    ("docs/how-to/checkpointers.md", "from psycopg_pool import AsyncConnectionPool"): (
-        "an application's own pool, shown as a fragment of a larger program; the same "
-        "checkpointer built from a DSN runs above it"
-    ),
 }
 
 
@@ -211,3 +207,60 @@ def test_page_examples_run(page: str, page_env: Path, eval_example: EvalExample)
             namespace = {k: v for k, v in result.items() if not k.startswith("__")}
     finally:
         _kill_leftovers(namespace)
+
+
+def test_blocks_read_the_environment_with_defaults():
+    """A reader pasting a block gets a working program, not a KeyError: every variable a block
+    reads has a default (the local services of ``scripts/services.sh``)."""
+    import re
+
+    read = re.compile(r"os\.environ\[[^\]]+\](?!\s*=[^=])")  # a read, not an assignment
+    offenders = [
+        f"{page}:{ex.start_line}: {match.group(0)}"
+        for page, blocks in PAGES.items()
+        for ex in blocks
+        for match in read.finditer(ex.source)
+    ]
+    assert not offenders, offenders
+
+
+def test_install_commands_work_from_a_checkout():
+    """tenxgraph is not on PyPI: no page may tell a reader to ``pip install tenxgraph...``."""
+    import re
+
+    wrong = re.compile(r"pip install\s+(-\S+\s+)*['\"]?tenxgraph\b")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if wrong.search(line)
+    ]
+    assert not offenders, offenders
+
+
+def test_threads_commands_are_not_called_read_only():
+    """``threads delete`` exists, so neither the README nor the CLI's help may say the
+    ``threads`` commands are read-only."""
+    help_text = subprocess.run(
+        [sys.executable, "-m", "tenxgraph.cli", "threads", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "delete" in help_text
+    for text in (help_text, (ROOT / "README.md").read_text(), (ROOT / "docs/how-to/cli.md").read_text()):
+        assert "read-only" not in " ".join(text.lower().split())
+
+
+def test_every_block_is_valid_python_as_a_file():
+    """A block pasted into a file must compile: no top-level ``await`` (a SyntaxError outside a
+    notebook or the asyncio REPL). Skipped blocks are checked too."""
+    broken = []
+    for page, blocks in PAGES.items():
+        for ex in blocks:
+            try:
+                compile(ex.source, f"{page}:{ex.start_line}", "exec")
+            except SyntaxError as exc:
+                broken.append(f"{page}:{ex.start_line}: {exc.msg}")
+    assert not broken, broken

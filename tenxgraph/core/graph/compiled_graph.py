@@ -124,7 +124,7 @@ class CompiledGraph(Generic[StateT]):
                 ``{}`` resumes an unfinished run and writes nothing on a finished thread. New
                 input on a thread paused by ``interrupt_before`` / ``interrupt_after`` is
                 appended and the paused run goes on.
-            config: the run config (DESIGN section 2): ``thread_id`` (generated when absent),
+            config: the run config: ``thread_id`` (generated when absent),
                 ``user_id``, ``recursion_limit``, ``durable_checkpoint_every_step``,
                 ``node_timeout``, ``tool_timeout`` (seconds). The runtime writes ``run_id`` and
                 ``_checkpoint_version`` into it.
@@ -193,10 +193,14 @@ class CompiledGraph(Generic[StateT]):
         ``error_code``, ``reason``, ``message``) and is then raised.
 
         Args:
-            input_data, config, response_granularity: as for ``ainvoke``.
+            input_data: as for ``ainvoke``.
+            config: as for ``ainvoke``.
+            response_granularity: as for ``ainvoke``; ``PARTIAL`` and ``FULL`` add a
+                ``state`` chunk after each node.
 
         Raises:
-            Whatever ``ainvoke`` raises, after the ``error`` chunk.
+            TenxGraphError: whatever ``ainvoke`` raises (same class and ``error_code``),
+                raised after the ``error`` chunk has been yielded.
         """
         # One dict for the whole run: without a config, the thread id the runtime generates
         # is the one every chunk reports.

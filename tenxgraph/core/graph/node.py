@@ -100,7 +100,8 @@ class Node:
     Attributes:
         name: unique node name.
         func: a function (sync or async), an ``Agent``, a ``ToolNode`` or any callable.
-        wants_state, wants_config: which arguments it declares.
+        wants_state: the callable declares a ``state`` argument.
+        wants_config: the callable declares a ``config`` argument.
         is_async: awaited on the event loop when ``True``; otherwise run in a worker thread.
         positional: ``state`` / ``config`` are passed positionally (the function names its
             parameters otherwise).

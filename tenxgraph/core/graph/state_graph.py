@@ -70,9 +70,9 @@ class StateGraph(Generic[StateT]):
     Args:
         state: the initial state: an instance (copied for each new thread) or a class
             (instantiated with defaults); default ``AgentState``.
-        context_manager, publisher, id_generator, container: 10xGraph's documented arguments
-            for features tenxgraph does not provide; ``None`` (their default) is accepted,
-            anything else is refused (``GRAPH_010``).
+        **kwargs: 10xGraph's documented arguments ``context_manager``, ``publisher``,
+            ``id_generator`` and ``container`` name features tenxgraph does not provide;
+            ``None`` (their default) is accepted, anything else is refused (``GRAPH_010``).
 
     Raises:
         GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance.
@@ -273,12 +273,14 @@ class StateGraph(Generic[StateT]):
 
         Args:
             checkpointer: where state lives; default a new ``InMemoryCheckpointer()``.
-            interrupt_before, interrupt_after: pause the run before / after these nodes.
+            interrupt_before: node names; the run pauses before each of them.
+            interrupt_after: node names; the run pauses after each of them.
             shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
                 before it closes the checkpointer (default 30.0; ``0`` does not wait).
-            store, media_store, callback_manager, publisher, id_generator, lifecycle_hook:
-                10xGraph's documented arguments for features tenxgraph does not provide;
-                ``None`` is accepted, anything else is refused (``GRAPH_010``).
+            **kwargs: 10xGraph's documented arguments ``store``, ``media_store``,
+                ``callback_manager``, ``publisher``, ``id_generator`` and ``lifecycle_hook``
+                name features tenxgraph does not provide; ``None`` is accepted, anything else
+                is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
                 pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 

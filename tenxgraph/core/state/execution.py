@@ -59,7 +59,9 @@ class ExecutionState(BaseModel):
         step: node executions in the thread so far (count).
         status: :class:`ExecutionStatus`.
         run_id: id of the run that wrote this checkpoint.
-        interrupt_node, interrupt_reason, interrupt_data: the pending pause, if any.
+        interrupt_node: the node of the pending pause, if any.
+        interrupt_reason: why the run paused (``None`` when not paused).
+        interrupt_data: the payload of the pending pause (``None`` when not paused).
         stop_current_execution: :class:`StopRequestStatus`.
         error: the message of the last node error (``status == ERROR``).
         internal_data: runtime scratch space (resume answers, interrupt ids), JSON only.

@@ -36,13 +36,13 @@ class TokenUsages(BaseModel):
 class Message(BaseModel):
     """One message of a conversation (10xGraph-compatible).
 
-    Args:
+    Attributes:
         message_id: unique id within a thread (``str`` or ``int``); a uuid4 string when absent.
             ``add_messages`` de-duplicates by it.
         role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``; any other value raises
             pydantic's ``ValidationError`` (a ``ValueError``).
-        content: list of typed blocks (:mod:`tenxgraph.core.state.message_block`); a plain
-            ``str`` becomes one :class:`TextBlock`.
+        content: list of typed blocks (``tenxgraph.core.state.message_block``); a plain
+            ``str`` becomes one ``TextBlock``.
         delta: ``True`` for streaming fragments; ``add_messages`` never stores them.
         tools_calls: raw tool calls in OpenAI's shape
             (``{"id", "type": "function", "function": {"name", "arguments"}}``), or ``None``.

@@ -166,7 +166,6 @@ class ErrorBlock(_Block):
     code: str | None = None
 
 
-#: Any content block, discriminated by its ``type`` field.
 ContentBlock = Annotated[
     TextBlock
     | ImageBlock
@@ -182,3 +181,4 @@ ContentBlock = Annotated[
     | ErrorBlock,
     Field(discriminator="type"),
 ]
+"""Any content block, discriminated by its ``type`` field (``"text"``, ``"image"`` ...)."""

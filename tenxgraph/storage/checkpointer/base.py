@@ -98,12 +98,14 @@ class _AdminScope:
         return "ADMIN_SCOPE"
 
 
-#: The admin scope: ``list_threads({"user_id": ADMIN_SCOPE})`` lists every user's threads while
-#: user isolation is on. It is an object, not a string, so it can never come from a user-supplied
-#: id (JSON, headers, a form); an application opts in by passing it explicitly. The per-thread
-#: APIs take the owner's ``user_id`` (``ThreadInfo.user_id`` of the admin listing) and refuse the
-#: admin scope, and the string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
 ADMIN_SCOPE: Any = _AdminScope()
+"""The admin scope: ``list_threads({"user_id": ADMIN_SCOPE})`` lists every user's threads.
+
+It is an object, not a string, so it can never come from a user-supplied id (JSON, headers, a
+form); an application opts in by passing it explicitly. The per-thread APIs take the owner's
+``user_id`` (``ThreadInfo.user_id`` of the admin listing) and refuse the admin scope, and the
+string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
+"""
 
 #: Threads whose last read or written version a checkpointer instance remembers (the CAS base of
 #: direct ``aput_state`` calls); the least recently used are forgotten beyond this count.
@@ -915,7 +917,8 @@ class BaseCheckpointer(Generic[StateT]):
             config: ``{"user_id": ...}`` (``thread_id`` not needed); a missing or ``None``
                 ``user_id`` is ``"anonymous"``, as for writes.
             search: keep threads whose id contains this substring.
-            offset, limit: pagination (counts).
+            offset: number of leading items to skip (``None``: none).
+            limit: at most this many items (``None``: all).
 
         Returns:
             The threads; one whose stored metadata cannot be decoded is left out and reported
@@ -1006,7 +1009,8 @@ class BaseCheckpointer(Generic[StateT]):
 
         Args:
             search: keep messages whose text contains this substring (case-insensitive).
-            offset, limit: pagination (counts).
+            offset: number of leading items to skip (``None``: none).
+            limit: at most this many items (``None``: all).
         """
         state = await self.aget_state(config)
         msgs: Sequence[Message] = state.context if state is not None else []

@@ -12,8 +12,8 @@ __all__ = ["InMemoryCheckpointer"]
 
 
 class InMemoryCheckpointer(BaseCheckpointer[StateT]):
-    """Checkpoints kept in this process (lost on exit), with every guarantee of DESIGN section 3
-    that applies to one process: versioned history, compare-and-swap, user isolation, diff-only
+    """Checkpoints kept in this process (lost on exit), with every guarantee of the docs' "Guarantees
+    and decisions" page that applies to one process: versioned history, compare-and-swap, user isolation, diff-only
     writes, the tool ledger.
 
     Args:

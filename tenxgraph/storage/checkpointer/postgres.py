@@ -1,5 +1,5 @@
 """``PgCheckpointer``: Postgres as the source of truth, an in-process LRU and optionally Redis
-above it (DESIGN section 4)."""
+above it (see the "layered store" concepts page of the docs)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def redis_namespace(conninfo: str, schema: str, table_prefix: str) -> str:
 
 class PgCheckpointer(BaseCheckpointer[StateT]):
     """Checkpoints in PostgreSQL (psycopg 3 + ``psycopg_pool``), cached in this process (LRU)
-    and, when a Redis is given, in Redis shared by every instance. Every guarantee of DESIGN
-    section 3 holds across processes and machines.
+    and, when a Redis is given, in Redis shared by every instance. Every guarantee listed on
+    the "Guarantees and decisions" page of the docs (versioned history, compare-and-swap,
+    user isolation, diff-only writes, the tool ledger) holds across processes and machines.
 
     Args:
         postgres_dsn: a libpq DSN or URL; a SQLAlchemy URL (``postgresql+asyncpg://``,
@@ -54,8 +55,16 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             ``pg_pool``.
         pg_pool: an application's ``psycopg_pool.AsyncConnectionPool`` (autocommit
             connections).
-        pool_config: settings of the pool the checkpointer creates (``min_size``,
-            ``max_size``, ``timeout`` ...; see ``PostgresStore``).
+        pool_config: settings of the pool the checkpointer creates: ``min_size`` (default
+            1), ``max_size`` (default 10), ``timeout`` (seconds to wait for a connection,
+            default 30), ``max_waiting``, ``max_lifetime``, ``max_idle``,
+            ``reconnect_timeout``, ``num_workers``, ``name``, ``connection_class``,
+            ``configure``, ``reset``, ``check`` (as in ``psycopg_pool``),
+            ``prepare_threshold`` (default 5; ``None`` disables server-side prepared
+            statements) and ``kwargs`` (extra connection arguments); an unknown key is
+            refused (``CONFIG_001``). With ``pg_pool`` the application's pool keeps its own
+            settings and only ``timeout`` is read from here (how long the first connection
+            is retried before its error is raised); size that pool yourself.
         redis_url: URL of the shared Redis cache (``redis://...``); without ``redis_url``,
             ``redis`` or ``redis_pool`` there is no Redis tier (LRU + Postgres).
         redis: an application's ``redis.asyncio.Redis`` client (bytes responses).
@@ -87,8 +96,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         pooler: ``"auto"`` (default: detect a connection pooler and then send statements
             unprepared), ``"pgbouncer"`` (a transaction-mode pooler without prepared
             statement support, PgBouncer < 1.21 or ``max_prepared_statements = 0``: never
-            prepare) or ``None`` (direct, or a pooler that keeps prepared statements). See
-            ``PostgresStore`` and docs/deployment.md.
+            prepare) or ``None`` (direct, or a pooler that keeps prepared statements). See the
+            "Deploy on PgBouncer, Redis Cluster, partitions" page of the docs.
         partitions: ``None`` (default, plain tables) or N (1 to 1024): ``setup()`` creates a
             fresh schema with its thread-keyed tables hash-partitioned on ``thread_id`` into N
             partitions; refused (``CONFIG_001``) over existing tables of another layout.

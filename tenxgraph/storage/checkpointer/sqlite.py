@@ -14,8 +14,8 @@ __all__ = ["SqliteCheckpointer"]
 
 class SqliteCheckpointer(BaseCheckpointer[StateT]):
     """Checkpoints in a SQLite file (stdlib ``sqlite3``, WAL mode, blocking calls off the event
-    loop), safe for several processes on one machine; every guarantee of DESIGN section 3 that
-    applies to one machine, compare-and-swap included.
+    loop), safe for several processes on one machine; every guarantee of the docs' "Guarantees and
+    decisions" page that applies to one machine, compare-and-swap included.
 
     Args:
         db_path: the database file (``":memory:"`` for a private in-memory database); default
