@@ -397,7 +397,7 @@ class _Run:
         #: (one made while no run was running, or for an earlier run, is not this run's).
         self.started_at = time.time()
         self.last_stop_poll = time.monotonic()
-        self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects)
+        self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects, graph=graph)
         self.span: Any = None
         # Messages produced by finishing an earlier, cut-off run before this run's input.
         self.resumed_count = 0
@@ -534,6 +534,7 @@ async def run_graph(
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
     run = _Run(graph, rc, granularity)
     run.stream = stream
+    run.ctx.stream = stream
     # Started, not made current: the run is an async generator, and a span current across
     # its yields would leak into the consumer's context. Each piece of work enters it with
     # use_span instead.

@@ -65,6 +65,7 @@ ERROR_CODES: dict[str, str] = {
     "CONFIG_001": "invalid run config (missing, empty, too long or misspelt key)",
     "VALIDATION_000": "invalid input data (message, state update)",
     "MODEL_001": "a chat model could not produce an answer (provider error, bad response)",
+    "MODEL_002": "a structured answer never matched the agent's output_schema",
     "STORAGE_000": "generic storage error",
     "STORAGE_CONFLICT_000": "compare-and-swap lost: the thread moved on since this run read it",
     "STORAGE_TRANSIENT_001": "retryable storage failure (connection lost, pool timeout)",

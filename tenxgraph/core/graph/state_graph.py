@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, check_arguments
 from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.base_context import BaseContextManager
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START
 
@@ -25,7 +26,6 @@ StateT = TypeVar("StateT", bound=AgentState)
 
 #: Documented 10xGraph constructor arguments whose features tenxgraph does not provide.
 _STATEGRAPH_NOT_SUPPORTED = {
-    "context_manager": "context managers (BaseContextManager) are not implemented in tenxgraph yet",
     "publisher": "10xGraph publishers are not provided; tenxgraph reports through OpenTelemetry "
     "(configure an OpenTelemetry SDK instead)",
     "id_generator": "ids are uuid4 strings; custom id generators are not implemented",
@@ -70,12 +70,16 @@ class StateGraph(Generic[StateT]):
     Args:
         state: the initial state: an instance (copied for each new thread) or a class
             (instantiated with defaults); default ``AgentState``.
-        context_manager, publisher, id_generator, container: 10xGraph's documented arguments
+        context_manager: what an ``Agent`` with ``trim_context=True`` shows its model: a
+            ``BaseContextManager`` (``MessageContextManager``, ``SummaryContextManager`` or
+            your own); ``None`` (default) for none.
+        publisher, id_generator, container: 10xGraph's documented arguments
             for features tenxgraph does not provide; ``None`` (their default) is accepted,
             anything else is refused (``GRAPH_010``).
 
     Raises:
-        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance.
+        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance,
+            or ``context_manager`` is not a ``BaseContextManager``.
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
             ``GRAPH_010`` for a documented argument whose feature is not provided.
 
@@ -83,8 +87,23 @@ class StateGraph(Generic[StateT]):
     else its conditional edge, else its static edge; a node with none of these ends the run.
     """
 
-    def __init__(self, state: AgentState | type[AgentState] | None = None, **kwargs: Any) -> None:
-        check_arguments("StateGraph", kwargs, ("state",), _STATEGRAPH_NOT_SUPPORTED)
+    def __init__(
+        self,
+        state: AgentState | type[AgentState] | None = None,
+        context_manager: BaseContextManager[Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        check_arguments(
+            "StateGraph", kwargs, ("state", "context_manager"), _STATEGRAPH_NOT_SUPPORTED
+        )
+        if context_manager is not None and not isinstance(context_manager, BaseContextManager):
+            raise GraphError(
+                "StateGraph(context_manager=...) takes a BaseContextManager (e.g. "
+                f"MessageContextManager(max_messages=10)), got {type(context_manager).__name__}",
+                error_code="GRAPH_001",
+                context={"parameter": "context_manager"},
+            )
+        self.context_manager = context_manager
         if state is None:
             state = AgentState
         if isinstance(state, type):
@@ -309,6 +328,15 @@ class StateGraph(Generic[StateT]):
             )
         ib, ia = list(interrupt_before or []), list(interrupt_after or [])
         self.validate(ib, ia)
+        if self.context_manager is None:
+            trimming = [n for n, node in self.nodes.items() if getattr(node.func, "trim_context", False) is True]
+            if trimming:
+                raise GraphError(
+                    f"node(s) {trimming} are Agents with trim_context=True, but the graph has no "
+                    "context manager; pass StateGraph(context_manager=MessageContextManager(...))",
+                    error_code="GRAPH_001",
+                    context={"nodes": trimming},
+                )
         if checkpointer is None:
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
