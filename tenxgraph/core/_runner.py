@@ -165,10 +165,12 @@ def node_updates(ret: Any, state: AgentState, node: str) -> tuple[list[dict[str,
         ValidationError: ``VALIDATION_001`` for a dict key that is not a state field.
     """
     if isinstance(ret, Command):
-        if ret.graph is not None:
+        # Graphs do not nest: the graph a node runs in is the outermost one, which is its
+        # own parent, so Command.PARENT routes within it (the handoff pages' usage).
+        if ret.graph is not None and ret.graph != Command.PARENT:
             raise GraphError(
                 f"node {node!r} returned Command(graph={ret.graph!r}); tenxgraph graphs do not "
-                "nest, so there is no parent graph to hand off to: use goto within this graph",
+                "nest: use graph=None or Command.PARENT (both route within this graph)",
                 error_code="GRAPH_005",
                 context={"node": node, "graph": str(ret.graph)},
             )
