@@ -64,6 +64,7 @@ ERROR_CODES: dict[str, str] = {
     "TOOL_TIMEOUT_001": "a tool ran longer than tool_timeout seconds",
     "CONFIG_001": "invalid run config (missing, empty, too long or misspelt key)",
     "VALIDATION_000": "invalid input data (message, state update)",
+    "VALIDATION_002": "an input validator refused the messages (prompt injection, message policy)",
     "MODEL_001": "a chat model could not produce an answer (provider error, bad response)",
     "MODEL_002": "a structured answer never matched the agent's output_schema",
     "STORAGE_000": "generic storage error",

@@ -98,7 +98,7 @@ def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) 
 
 
 @pytest.mark.parametrize(
-    "name", ["store", "media_store", "callback_manager", "publisher", "id_generator", "lifecycle_hook"]
+    "name", ["store", "media_store", "publisher", "id_generator", "lifecycle_hook"]
 )
 def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
     g = basket_graph(Basket())

@@ -617,6 +617,19 @@ class Agent:
         messages = self.build_messages(shown)
         extra = {"response_format": self._schema_format()} if self.output_schema else {}
         run = current_run()
+        cbm = getattr(getattr(run, "graph", None), "callback_manager", None)
+        cb_ctx = None
+        if cbm is not None:
+            messages = await self._validate(cbm, messages)
+            from tenxgraph.utils.callbacks import InvocationType
+
+            if cbm.has_callbacks(InvocationType.AI):
+                cb_ctx = self._callback_context(run)
+                # copies: a callback editing messages in place must not edit the thread
+                copies = [m.model_copy(deep=True) for m in messages]
+                messages = await cbm.execute_before_invoke(cb_ctx, copies)
+            else:
+                cbm = None
         attrs = None
         if enabled():
             attrs = {ATTR.GENAI_OPERATION: SPAN.AGENT}
@@ -627,17 +640,71 @@ class Agent:
                 attrs[ATTR.GENAI_REQUEST_MODEL] = model_name
         with span(SPAN.AGENT, attributes=attrs):
             final: Message | None = None
-            async for msg in self._generate(messages, tools, stream, extra):
-                if msg.delta:
-                    yield msg
-                else:
-                    final = msg
-            assert final is not None
-            if self.output_schema is not None and not final.tool_calls():
-                final = await self._structured(final, messages, tools, extra)
+            try:
+                async for msg in self._generate(messages, tools, stream, extra):
+                    if msg.delta:
+                        yield msg
+                    else:
+                        final = msg
+                assert final is not None
+                if self.output_schema is not None and not final.tool_calls():
+                    final = await self._structured(final, messages, tools, extra)
+            except Exception as exc:
+                recovered = (
+                    await cbm.execute_on_error(cb_ctx, messages, exc) if cbm is not None else None
+                )
+                if recovered is None:
+                    raise
+                if not isinstance(recovered, Message):
+                    raise GraphError(
+                        f"an on_error callback returned a {type(recovered).__name__}; an AI "
+                        "on_error callback returns a Message or None",
+                        error_code="GRAPH_005",
+                        context={"node": run.node if run is not None else ""},
+                    ) from exc
+                final = normalize_assistant(recovered.model_copy(update={"role": "assistant"}))
+            if cbm is not None:
+                final = await cbm.execute_after_invoke(cb_ctx, messages, final)
+                if not isinstance(final, Message):
+                    raise GraphError(
+                        f"an after_invoke callback returned a {type(final).__name__}; an AI "
+                        "after_invoke callback returns the Message it was given (or another)",
+                        error_code="GRAPH_005",
+                        context={"node": run.node if run is not None else ""},
+                    )
         yield final
         if updates:
             yield updates
+
+    def _callback_context(self, run: Any) -> Any:
+        from tenxgraph.utils.callbacks import CallbackContext, InvocationType
+
+        return CallbackContext(
+            invocation_type=InvocationType.AI,
+            node_name=run.node if run is not None else "",
+            function_name=str(getattr(self.model, "model", type(self.model).__name__)),
+            metadata={
+                "thread_id": run.config.get("thread_id") if run is not None else None,
+                "run_id": run.config.get("run_id") if run is not None else None,
+            },
+        )
+
+    @staticmethod
+    async def _validate(cbm: Any, messages: list[Message]) -> list[Message]:
+        """Run the input validators on copies of the newest user messages (the ones after
+        the last assistant or tool message) and send the model those copies (a lenient
+        validator may have sanitised them); ``messages`` themselves are not changed."""
+        if not cbm.validators:
+            return messages
+        start = len(messages)
+        while start > 0 and messages[start - 1].role == "user":
+            start -= 1
+        newest = [m.model_copy(deep=True) for m in messages[start:]]
+        if not await cbm.execute_validators(newest):
+            from tenxgraph.utils.validators import ValidationError as InputRefused
+
+            raise InputRefused("an input validator refused the newest messages", "rejected")
+        return [*messages[:start], *newest]
 
     async def _structured(
         self,

@@ -36,7 +36,6 @@ _STATEGRAPH_NOT_SUPPORTED = {
 _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
-    "callback_manager": "CallbackManager is not implemented in tenxgraph yet",
     # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
     "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
     "id_generator": _STATEGRAPH_NOT_SUPPORTED["id_generator"],
@@ -286,6 +285,7 @@ class StateGraph(Generic[StateT]):
         interrupt_before: list[str] | None = None,
         interrupt_after: list[str] | None = None,
         shutdown_timeout: float = 30.0,
+        callback_manager: Any = None,
         **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
@@ -295,7 +295,10 @@ class StateGraph(Generic[StateT]):
             interrupt_before, interrupt_after: pause the run before / after these nodes.
             shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
                 before it closes the checkpointer (default 30.0; ``0`` does not wait).
-            store, media_store, callback_manager, publisher, id_generator, lifecycle_hook:
+            callback_manager: a ``tenxgraph.utils.CallbackManager`` whose callbacks and
+                validators run around the model and tool calls of this graph's ``Agent`` and
+                ``ToolNode`` nodes (``None``: none).
+            store, media_store, publisher, id_generator, lifecycle_hook:
                 10xGraph's documented arguments for features tenxgraph does not provide;
                 ``None`` is accepted, anything else is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
@@ -312,7 +315,7 @@ class StateGraph(Generic[StateT]):
         check_arguments(
             "compile",
             kwargs,
-            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout"),
+            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout", "callback_manager"),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
         )
@@ -326,6 +329,16 @@ class StateGraph(Generic[StateT]):
                 f"{shutdown_timeout!r}",
                 context={"argument": "shutdown_timeout", "where": "compile", "did_you_mean": None},
             )
+        if callback_manager is not None:
+            from tenxgraph.utils.callbacks import CallbackManager
+
+            if not isinstance(callback_manager, CallbackManager):
+                raise GraphError(
+                    "compile(callback_manager=...) takes a tenxgraph.utils.CallbackManager, got "
+                    f"{type(callback_manager).__name__}",
+                    error_code="GRAPH_001",
+                    context={"parameter": "callback_manager"},
+                )
         ib, ia = list(interrupt_before or []), list(interrupt_after or [])
         self.validate(ib, ia)
         if self.context_manager is None:
@@ -341,7 +354,9 @@ class StateGraph(Generic[StateT]):
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
             checkpointer = InMemoryCheckpointer()
-        return CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        app = CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        app.callback_manager = callback_manager
+        return app
 
 
 def _command_targets(func: Any) -> tuple[str, ...] | None:

@@ -546,8 +546,18 @@ class ToolNode:
         is_handoff = getattr(spec.func, "__handoff_tool__", False) is True
         if is_handoff:
             return self._handoff(spec, call, key)
+        cbm, cb_ctx, cb_input = _tool_callbacks(call)
+        args = call.args
+        if cbm is not None:
+            try:
+                cb_input = await cbm.execute_before_invoke(cb_ctx, cb_input)
+            except Exception as exc:  # noqa: BLE001 - a blocking callback answers the model
+                _tool_failed(sp, call, exc)
+                return _only([_error_message(call, key, f"tool {call.name!r} was blocked: {exc}")])
+            if isinstance(cb_input, dict) and isinstance(cb_input.get("args"), dict):
+                args = cb_input["args"]
         try:
-            kwargs = spec.validate_args(call.args)
+            kwargs = spec.validate_args(args)
         except pydantic.ValidationError as exc:
             return _only([_error_message(call, key, format_validation_error(call.name, exc))])
         if "tool_call_id" in spec.injected:
@@ -568,17 +578,29 @@ class ToolNode:
                 if inspect.isawaitable(value):
                     value = await value
         except Exception as exc:  # noqa: BLE001 - a failing tool answers the model, not the run
-            if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+            recovered = None
+            if cbm is not None and not getattr(exc, "_tenxgraph_propagate", False):
+                recovered = await cbm.execute_on_error(cb_ctx, cb_input, exc)
+            if recovered is not None:
+                value = recovered
+            elif isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
                 _tool_failed(sp, call, exc)
                 return _only([
                     _error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")
                 ])
-            if getattr(exc, "_tenxgraph_propagate", False):
+            elif getattr(exc, "_tenxgraph_propagate", False):
                 raise
-            _tool_failed(sp, call, exc)
-            detail = str(exc) if not isinstance(exc, TenxGraphError) else exc.message
-            text = f"tool {call.name!r} raised {type(exc).__name__}"
-            return _only([_error_message(call, key, f"{text}: {detail}" if detail else text)])
+            else:
+                _tool_failed(sp, call, exc)
+                detail = str(exc) if not isinstance(exc, TenxGraphError) else exc.message
+                text = f"tool {call.name!r} raised {type(exc).__name__}"
+                return _only([_error_message(call, key, f"{text}: {detail}" if detail else text)])
+        if cbm is not None:
+            try:
+                value = await cbm.execute_after_invoke(cb_ctx, cb_input, value)
+            except Exception as exc:  # noqa: BLE001 - a failing callback answers the model
+                _tool_failed(sp, call, exc)
+                return _only([_error_message(call, key, f"an after-invoke callback of tool {call.name!r} failed: {exc}")])
         if isinstance(value, ToolResult):
             bad = _bad_state_keys(value.state, state)
             if bad:
@@ -745,6 +767,31 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
             meta={"tool_name": call.name},
         )
     ]
+
+
+def _tool_callbacks(call: ToolCallBlock) -> tuple[Any, Any, dict[str, Any]]:
+    """``(manager, context, input)`` for the TOOL callbacks of the running graph, or
+    ``(None, None, input)`` when it has none."""
+    data = {"name": call.name, "args": dict(call.args), "tool_call_id": call.id}
+    run = current_run()
+    cbm = getattr(getattr(run, "graph", None), "callback_manager", None)
+    if cbm is None or run is None:
+        return None, None, data
+    from tenxgraph.utils.callbacks import CallbackContext, InvocationType
+
+    if not cbm.has_callbacks(InvocationType.TOOL):
+        return None, None, data
+    ctx = CallbackContext(
+        invocation_type=InvocationType.TOOL,
+        node_name=run.node,
+        function_name=call.name,
+        metadata={
+            "thread_id": run.config.get("thread_id"),
+            "run_id": run.config.get("run_id"),
+            "tool_call_id": call.id,
+        },
+    )
+    return cbm, ctx, data
 
 
 def _only(messages: list[Message]) -> _Outcome:
