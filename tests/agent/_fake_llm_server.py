@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Reply", "ScriptedLLMServer", "error", "malformed", "text", "tool_calls"]
+__all__ = [
+    "Reply",
+    "ScriptedLLMServer",
+    "error",
+    "malformed",
+    "plausible_reply",
+    "text",
+    "tool_calls",
+]
 
 
 @dataclass
@@ -156,6 +164,44 @@ def _stream_events(reply: Reply, model: str, include_usage: bool) -> list[dict[s
             }
         )
     return events
+
+
+_VALUES = {"string": "Lisbon", "integer": 2, "number": 0.9, "boolean": True}
+
+
+def _example(schema: dict[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties", {})
+    return {k: _VALUES.get(v.get("type"), "x") for k, v in props.items()}
+
+
+def plausible_reply(body: dict[str, Any]) -> Reply:
+    """A deterministic stand-in for a model, for examples and docs: with a JSON schema asked
+    for, a JSON object of it; a router prompt ("one word"), one word; a request for a story, a
+    long slowly streamed text; with tools offered, a call of the first one (a handoff tool only
+    when it has no other) with sample arguments; after a tool result, an answer quoting it."""
+    messages = body.get("messages") or [{"role": "user", "content": ""}]
+    system = " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    last = messages[-1]
+    content = str(last.get("content") or "")
+    tools = [t["function"] for t in body.get("tools") or []]
+    plain = [t for t in tools if not t["name"].startswith("transfer_to_")]
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema" and last.get("role") != "tool":
+        return text(json.dumps(_example(fmt["json_schema"]["schema"])))
+    if "one word" in system:
+        low = content.lower()
+        return text("CV" if "cv" in low else "JD" if "jd" in low else "OTHER")
+    if last.get("role") == "user" and "story" in content:
+        return text(" ".join(f"word{i}" for i in range(200)), chunk_delay_s=0.03)
+    handed_off = last.get("role") == "tool" and content.startswith("Handed off")
+    if (last.get("role") == "user" or handed_off) and tools:
+        target = plain[0] if plain else tools[0]
+        return tool_calls((target["name"], _example(target.get("parameters", {}))))
+    if last.get("role") == "tool":
+        return text(f"Here is what I found: {content}")
+    if "summar" in system.lower():
+        return text("Summary: the user and the assistant talked.")
+    return text("Happy to help with that.")
 
 
 class ScriptedLLMServer:

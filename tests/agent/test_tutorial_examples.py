@@ -9,48 +9,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from ._fake_llm_server import Reply, ScriptedLLMServer, text, tool_calls
+from ._fake_llm_server import ScriptedLLMServer, plausible_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIALS = ROOT / "examples" / "tutorials"
 
-_VALUES = {"string": "Lisbon", "integer": 2, "number": 1.5, "boolean": True}
-
-
-def _args(schema: dict[str, Any]) -> dict[str, Any]:
-    props = schema.get("parameters", {}).get("properties", {})
-    return {k: _VALUES.get(v.get("type"), "x") for k, v in props.items()}
-
-
-def respond(body: dict[str, Any]) -> Reply:
-    """A plausible model: calls a tool first (a handoff tool when that is all it has), then
-    answers from the last tool result; routers answer with one word; stories stream slowly."""
-    messages = body["messages"]
-    system = " ".join(m["content"] or "" for m in messages if m["role"] == "system")
-    last = messages[-1]
-    tools = [t["function"] for t in body.get("tools") or []]
-    plain = [t for t in tools if not t["name"].startswith("transfer_to_")]
-    if "one word" in system:
-        words = last["content"].lower()
-        return text("CV" if "cv" in words else "JD" if "jd" in words else "OTHER")
-    if last["role"] == "user" and "story" in last["content"]:
-        return text(" ".join(f"word{i}" for i in range(200)), chunk_delay_s=0.03)
-    handed_off = last["role"] == "tool" and last["content"].startswith("Handed off")
-    if (last["role"] == "user" or handed_off) and tools:
-        target = plain[0] if plain else tools[0]
-        return tool_calls((target["name"], _args(target)))
-    if last["role"] == "tool":
-        return text(f"Here is what I found: {last['content']}")
-    return text("Happy to help with that.")
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(responder=respond) as s:
+    with ScriptedLLMServer(responder=plausible_reply) as s:
         yield s
 
 
