@@ -44,7 +44,7 @@ from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, Vali
 from tenxgraph.core.state import AgentState, Message, TextBlock
 from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, normalize_assistant
 from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
-from tenxgraph.telemetry import ATTR, SPAN, enabled, span
+from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
 from .tool_node import ToolNode
@@ -638,17 +638,31 @@ class Agent:
             model_name = getattr(self.model, "model", None)
             if isinstance(model_name, str):
                 attrs[ATTR.GENAI_REQUEST_MODEL] = model_name
-        with span(SPAN.AGENT, attributes=attrs):
-            final: Message | None = None
+        # Started, not made current across yields: the consumer may resume this generator
+        # from another task or context (sync stream() does), where a context token entered
+        # here could not be left. Each await runs with the span current instead.
+        sp = start_span(SPAN.AGENT, attributes=attrs)
+        final: Message | None = None
+        try:
             try:
-                async for msg in self._generate(messages, tools, stream, extra):
-                    if msg.delta:
-                        yield msg
-                    else:
-                        final = msg
+                gen = self._generate(messages, tools, stream, extra)
+                try:
+                    while True:
+                        with use_span(sp):
+                            try:
+                                msg = await gen.__anext__()
+                            except StopAsyncIteration:
+                                break
+                        if msg.delta:
+                            yield msg
+                        else:
+                            final = msg
+                finally:
+                    await gen.aclose()
                 assert final is not None
                 if self.output_schema is not None and not final.tool_calls():
-                    final = await self._structured(final, messages, tools, extra)
+                    with use_span(sp):
+                        final = await self._structured(final, messages, tools, extra)
             except Exception as exc:
                 recovered = (
                     await cbm.execute_on_error(cb_ctx, messages, exc) if cbm is not None else None
@@ -672,6 +686,11 @@ class Agent:
                         error_code="GRAPH_005",
                         context={"node": run.node if run is not None else ""},
                     )
+        except BaseException as exc:
+            record_error(sp, exc)
+            raise
+        finally:
+            sp.end()
         yield final
         if updates:
             yield updates
