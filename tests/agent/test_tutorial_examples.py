@@ -104,3 +104,14 @@ def test_multi_agent(server: ScriptedLLMServer, tmp_path: Path) -> None:
     assert "'Please polish my CV.' -> CV drafted." in out
     assert "'Write a JD for a welder.' -> Job description drafted." in out
     assert "'What time is it?' -> OTHER" in out
+
+
+def test_react_validation(server: ScriptedLLMServer, tmp_path: Path) -> None:
+    before = len(server.requests)
+    out = run("react_validation.py", server, tmp_path)
+    assert "answered: Here is what I found: Warm and dry in Lisbon." in out
+    assert "blocked (banned_topic): we do not give stock tips" in out
+    assert "blocked (injection_pattern):" in out
+    assert "blocked (all_caps): please do not shout" in out
+    assert "stored for a blocked thread: None" in out
+    assert len(server.requests) - before == 2  # only the valid question reached the model
