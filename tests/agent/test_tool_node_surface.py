@@ -175,3 +175,31 @@ async def test_handoff_routes_to_the_target_agent(llm: ScriptedLLMServer) -> Non
     assert roles[-2] == ("tool", "Handed off to RESEARCHER.")  # case-insensitive match
     assert roles[-1] == ("assistant", "research findings")
     assert [b["messages"][0]["content"] for b in llm.bodies] == ["coordinator", "researcher"]
+
+
+async def test_handoff_replay_returns_the_recorded_route(llm: ScriptedLLMServer) -> None:
+    from tenxgraph.core._context import _RUN, RunContext
+
+    llm.add(tool_calls(("transfer_to_B", {})), text("B here"))
+    cp = InMemoryCheckpointer()
+    g = StateGraph()
+    g.add_node("A", Agent(model="m", base_url=llm.base_url, tool_node="A_TOOLS"))
+    g.add_node("A_TOOLS", ToolNode([create_handoff_tool("B")]))
+    g.add_node("B", Agent(model="m", base_url=llm.base_url))
+    g.set_entry_point("A")
+    g.add_conditional_edges("A", lambda s: "A_TOOLS" if s.context[-1].tool_calls() else END,
+                            {"A_TOOLS": "A_TOOLS", END: END})
+    g.add_edge("A_TOOLS", "A")
+    g.add_edge("B", END)
+    app = g.compile(checkpointer=cp)
+    cfg = {"thread_id": "hr"}
+    await app.ainvoke({"messages": ["go"]}, dict(cfg))
+    state = await app.aget_state(cfg)
+    # Replaying the tool node of that step (as after a crash) answers from the ledger with
+    # the same route, even if the graph no longer had a node B to match.
+    token = _RUN.set(RunContext(cp, dict(cfg), cp.key_for(dict(cfg)), nodes={"A": None}, graph=app))
+    try:
+        cmd = await app.node_objects["A_TOOLS"].func(state.model_copy(update={"context": state.context[:2]}), dict(cfg))
+    finally:
+        _RUN.reset(token)
+    assert cmd.goto == "B" and cmd.update["messages"][0].text() == "Handed off to B."
