@@ -114,3 +114,18 @@ async def test_stream_cut_short_is_a_model_error(llm: ScriptedLLMServer) -> None
     with pytest.raises(ModelError, match="ended before its last event"):
         async for _ in model.astream([Message.text_message("hi")], None):
             pass
+
+
+async def test_model_astream_reasoning_and_usage(llm: ScriptedLLMServer) -> None:
+    from tenxgraph.core.state import Message
+    from tenxgraph.models import OpenAICompatModel
+
+    llm.add(text("42", reasoning="six times seven"))
+    model = OpenAICompatModel("o4-mini", base_url=llm.base_url, max_retries=0)
+    out = [m async for m in model.astream([Message.text_message("6*7?")], None)]
+    deltas, final = out[:-1], out[-1]
+    assert [d.reasoning for d in deltas if d.reasoning] == ["six times seven"]
+    assert [d.text() for d in deltas if d.text()] == ["42"]
+    assert len({d.message_id for d in deltas}) == 1 and final.message_id != deltas[0].message_id
+    assert (final.text(), final.reasoning, final.delta) == ("42", "six times seven", False)
+    assert final.metadata["finish_reason"] == "stop" and final.usages.total_tokens == 15
