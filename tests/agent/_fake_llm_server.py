@@ -254,13 +254,16 @@ class ScriptedLLMServer:
                 model = str(body.get("model") or "scripted")
                 if reply.body is not None or reply.status >= 300 or not body.get("stream"):
                     data = reply.body if reply.body is not None else json.dumps(_completion(reply, model)).encode()
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
+                    try:
+                        self.send_response(reply.status)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        for k, v in reply.headers.items():
+                            self.send_header(k, v)
+                        self.end_headers()
+                        self.wfile.write(data)
+                    except (BrokenPipeError, ConnectionResetError):
+                        self.close_connection = True  # the client gave up (a timeout test)
                     return
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 self.send_response(200)

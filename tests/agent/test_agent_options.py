@@ -326,3 +326,45 @@ async def test_tool_call_loop_through_server(llm: ScriptedLLMServer) -> None:
     second = sent(llm)
     assert second[-1] == {"role": "tool", "tool_call_id": "call_0_get_weather", "content": "sunny in Oslo"}
     assert llm.bodies[0]["tools"][0]["function"]["name"] == "get_weather"
+
+
+def test_message_context_manager_rules() -> None:
+    from tenxgraph.core.state import MessageContextManager, ToolCallBlock
+
+    call = Message(role="assistant", content=[ToolCallBlock(id="c1", name="f", args={})])
+    msgs = [
+        Message.text_message("sys", role="system"),
+        Message.text_message("u1"),
+        call,
+        Message.tool_message("r1", tool_call_id="c1"),
+        Message.text_message("a1", role="assistant"),
+        Message.text_message("u2"),
+        Message.text_message("a2", role="assistant"),
+    ]
+    keep_turn = MessageContextManager(max_messages=1).trim(msgs)
+    assert [m.text() for m in keep_turn] == ["sys", "u2", "a2"]
+    no_tools = MessageContextManager(max_messages=5, remove_tool_msgs=True).trim(msgs)
+    assert [m.role for m in no_tools] == ["system", "user", "assistant", "user", "assistant"]
+    with pytest.raises(ValueError):
+        MessageContextManager(max_messages=0)
+
+
+async def test_custom_context_manager_edits_a_copy(llm: ScriptedLLMServer) -> None:
+    from tenxgraph.core.state import BaseContextManager
+
+    class LastOnly(BaseContextManager):
+        def trim_context(self, state: Any) -> Any:
+            del state.context[:-1]  # in place, on the copy it was given
+            return state
+
+        async def atrim_context(self, state: Any) -> Any:
+            return self.trim_context(state)
+
+    app = one_node(Agent(model="gpt-4o", base_url=llm.base_url, trim_context=True), context_manager=LastOnly())
+    cfg = {"thread_id": "custom"}
+    for turn in ("first", "second"):
+        llm.add(text(f"re {turn}"))
+        await app.ainvoke({"messages": [turn]}, dict(cfg))
+    assert [m["content"] for m in sent(llm)] == ["second"]
+    state = await app.aget_state(cfg)
+    assert [m.text() for m in state.context] == ["first", "re first", "second", "re second"]
