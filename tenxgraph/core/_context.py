@@ -33,6 +33,9 @@ class RunContext:
         step: ``execution_meta.step`` of the node execution (count of nodes run before it).
         answers: human answers to ``interrupt()`` calls, by interrupt id.
         interrupt_seq: ``interrupt()`` calls made so far by this node execution (count).
+        stream: ``True`` when the run's chunks are consumed (``astream`` / ``stream``): an
+            ``Agent`` then asks its model to stream and yields the token deltas.
+        graph: the compiled graph being run (its ``context_manager``, ``callback_manager``).
     """
 
     checkpointer: BaseCheckpointer
@@ -45,6 +48,8 @@ class RunContext:
     step: int = 0
     answers: dict[str, Any] = field(default_factory=dict)
     interrupt_seq: int = 0
+    stream: bool = False
+    graph: Any = None
 
 
 @dataclass(slots=True)

@@ -165,10 +165,12 @@ def node_updates(ret: Any, state: AgentState, node: str) -> tuple[list[dict[str,
         ValidationError: ``VALIDATION_000`` for a dict key that is not a state field.
     """
     if isinstance(ret, Command):
-        if ret.graph is not None:
+        # Graphs do not nest: the graph a node runs in is the outermost one, which is its
+        # own parent, so Command.PARENT routes within it (the handoff pages' usage).
+        if ret.graph is not None and ret.graph != Command.PARENT:
             raise GraphError(
                 f"node {node!r} returned Command(graph={ret.graph!r}); tenxgraph graphs do not "
-                "nest, so there is no parent graph to hand off to: use goto within this graph",
+                "nest: use graph=None or Command.PARENT (both route within this graph)",
                 error_code="GRAPH_005",
                 context={"node": node, "graph": str(ret.graph)},
             )
@@ -397,7 +399,7 @@ class _Run:
         #: (one made while no run was running, or for an earlier run, is not this run's).
         self.started_at = time.time()
         self.last_stop_poll = time.monotonic()
-        self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects)
+        self.ctx = RunContext(self.cp, rc.raw, self.key, nodes=graph.node_objects, graph=graph)
         self.span: Any = None
         # Messages produced by finishing an earlier, cut-off run before this run's input.
         self.resumed_count = 0
@@ -534,6 +536,7 @@ async def run_graph(
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
     run = _Run(graph, rc, granularity)
     run.stream = stream
+    run.ctx.stream = stream
     # Started, not made current: the run is an async generator, and a span current across
     # its yields would leak into the consumer's context. Each piece of work enters it with
     # use_span instead.

@@ -4,7 +4,14 @@ Any object with ``async def agenerate(messages, tools, **kwargs) -> Message`` is
 (:class:`ChatModel`); ``Agent(model="gpt-4o")`` builds an :class:`OpenAICompatModel`.
 """
 
-from .base import ChatModel, ModelError, assistant_message, new_tool_call_id, normalize_assistant
+from .base import (
+    ChatModel,
+    ModelError,
+    StructuredOutputError,
+    assistant_message,
+    new_tool_call_id,
+    normalize_assistant,
+)
 from .openai_compat import OpenAICompatModel
 from .scripted import ScriptedModel
 
@@ -13,6 +20,7 @@ __all__ = [
     "ModelError",
     "OpenAICompatModel",
     "ScriptedModel",
+    "StructuredOutputError",
     "assistant_message",
     "new_tool_call_id",
     "normalize_assistant",

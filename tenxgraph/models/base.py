@@ -42,6 +42,7 @@ from tenxgraph.core.state import Message, TextBlock, TokenUsages, ToolCallBlock
 __all__ = [
     "ChatModel",
     "ModelError",
+    "StructuredOutputError",
     "assistant_message",
     "new_tool_call_id",
     "normalize_assistant",
@@ -88,6 +89,17 @@ class ModelError(TenxGraphError):
     """
 
     default_code = "MODEL_001"
+
+
+class StructuredOutputError(ModelError):
+    """The model's answer never matched the agent's ``output_schema`` (``MODEL_002``).
+
+    Raised by ``Agent(output_schema=...)`` after the local repair and ``output_retries``
+    corrections failed. ``context``: ``schema`` (the model class name), ``attempts`` (int),
+    ``errors`` (the last validation errors, text).
+    """
+
+    default_code = "MODEL_002"
 
 
 def new_tool_call_id() -> str:

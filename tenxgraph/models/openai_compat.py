@@ -18,6 +18,11 @@ The answer (``choices[0].message``) comes back as an assistant message built by
 ``reasoning`` from ``reasoning_content`` / ``reasoning`` (vLLM, DeepSeek, Ollama), token usage,
 and ``metadata`` ``{"model", "finish_reason", "response_id"}``.
 
+:meth:`OpenAICompatModel.astream` asks for ``"stream": true`` (with
+``stream_options.include_usage``) and reads the Server-Sent Events: it yields one ``delta``
+message per text or reasoning fragment (never stored), then the complete message, built the
+same way as a non-streamed answer (tool-call fragments joined by their ``index``).
+
 Retries follow the OpenAI SDK's policy: HTTP 408, 409, 429 and 5xx answers and connection
 errors or timeouts are retried up to ``max_retries`` times with exponential backoff (0.5 s
 doubling to 8 s, +-25 % jitter); a ``retry-after-ms`` or ``Retry-After`` header (seconds or an
@@ -31,6 +36,8 @@ import email.utils
 import os
 import random
 import time
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +46,7 @@ import httpx
 import orjson
 
 from tenxgraph.core.exceptions import redact
+from tenxgraph.core.llm import get_default_llm_timeout
 from tenxgraph.core.state import (
     AudioBlock,
     DocumentBlock,
@@ -72,6 +80,7 @@ PROVIDER_PREFIXES = ("openai/", "ollama/", "ollama_chat/", "hosted_vllm/")
 _RETRY_STATUS = frozenset({408, 409, 429})
 _BACKOFF_INITIAL_S = 0.5
 _BACKOFF_MAX_S = 8.0
+_BACKOFF_FACTOR = 2.0
 _RETRY_AFTER_MAX_S = 60.0
 
 
@@ -277,8 +286,13 @@ def _retry_after_s(response: httpx.Response) -> float | None:
     return value
 
 
-def _backoff_s(attempt: int) -> float:
-    base = min(_BACKOFF_INITIAL_S * (2**attempt), _BACKOFF_MAX_S)
+def _backoff_s(
+    attempt: int,
+    initial_s: float = _BACKOFF_INITIAL_S,
+    factor: float = _BACKOFF_FACTOR,
+    max_s: float = _BACKOFF_MAX_S,
+) -> float:
+    base = min(initial_s * (factor**attempt), max_s)
     return base * random.uniform(0.75, 1.25)  # noqa: S311 - jitter, not security
 
 
@@ -318,9 +332,18 @@ class OpenAICompatModel:
             when the model is created, as the OpenAI SDK does).
         api_key: sent as ``Authorization: Bearer <key>``. Default: ``OPENAI_API_KEY``; may be
             absent for local servers. Never logged nor put into errors.
-        timeout_s: seconds allowed for each HTTP request (connect, read, write, pool).
+        timeout_s: seconds allowed for each HTTP request (connect, read, write, pool);
+            ``None`` (default): the process-wide default, resolved per request
+            (:func:`tenxgraph.core.llm.get_default_llm_timeout`, 600 s unless set).
         max_retries: retries after the first attempt for 408/409/429/5xx answers, connection
             errors and timeouts (``0`` disables retrying).
+        retry_statuses: HTTP statuses retried besides connection errors and timeouts
+            (default: 408, 409, 429 and every 5xx).
+        initial_delay_s: backoff before the first retry, in seconds (default 0.5); doubled
+            (``backoff_factor``) after each retry, capped at ``max_delay_s`` (default 8.0),
+            +-25 % jitter.
+        backoff_factor: the multiplier of the backoff (default 2.0).
+        max_delay_s: the cap of the backoff, in seconds.
         http_client: an ``httpx.AsyncClient`` to reuse (connection pooling); the caller owns
             and closes it. Default: a client per call, closed after it.
         keep_raw: keep the provider's raw response body in ``Message.raw`` (stored with the
@@ -338,11 +361,15 @@ class OpenAICompatModel:
         model: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = None,
         max_retries: int = 3,
         *,
         http_client: httpx.AsyncClient | None = None,
         keep_raw: bool = False,
+        retry_statuses: frozenset[int] | set[int] | None = None,
+        initial_delay_s: float = _BACKOFF_INITIAL_S,
+        backoff_factor: float = _BACKOFF_FACTOR,
+        max_delay_s: float = _BACKOFF_MAX_S,
         **params: Any,
     ) -> None:
         if not model or not isinstance(model, str):
@@ -354,14 +381,25 @@ class OpenAICompatModel:
             "/"
         )
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.timeout_s = timeout_s
+        self._timeout_s = timeout_s
         self.max_retries = max_retries
         self.http_client = http_client
         self.keep_raw = keep_raw
+        self.retry_statuses = frozenset(retry_statuses) if retry_statuses is not None else None
+        self.initial_delay_s = initial_delay_s
+        self.backoff_factor = backoff_factor
+        self.max_delay_s = max_delay_s
         self.params = {k: v for k, v in params.items() if v is not None}
 
     def __repr__(self) -> str:
         return f"OpenAICompatModel(model={self.model!r}, base_url={redact(self.base_url)!r})"
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds allowed per HTTP request (the explicit one, else the process default)."""
+        if self._timeout_s is not None:
+            return self._timeout_s
+        return get_default_llm_timeout()
 
     @property
     def endpoint(self) -> str:
@@ -469,7 +507,7 @@ class OpenAICompatModel:
                         )
                     return data
                 text, info = _provider_error(response)
-                retryable = status in _RETRY_STATUS or status >= 500
+                retryable = self._retryable(status)
                 last = f"HTTP {status}"
                 if not retryable or attempts > self.max_retries:
                     hint = _HINTS.get(status, "retry later" if retryable else "check the request")
@@ -483,5 +521,216 @@ class OpenAICompatModel:
                     )
                 delay = _retry_after_s(response)
             if delay is None:
-                delay = _backoff_s(attempts - 1)
+                delay = _backoff_s(
+                    attempts - 1, self.initial_delay_s, self.backoff_factor, self.max_delay_s
+                )
             await anyio.sleep(delay)
+
+    def _retryable(self, status: int) -> bool:
+        if self.retry_statuses is not None:
+            return status in self.retry_statuses
+        return status in _RETRY_STATUS or status >= 500
+
+    async def astream(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
+    ) -> AsyncIterator[Message]:
+        """Call the endpoint with ``"stream": true``; yield the fragments, then the answer.
+
+        Args:
+            messages: the conversation, oldest first.
+            tools: OpenAI-style tool specs, or ``None``.
+            **kwargs: per-call parameters (override the constructor's).
+
+        Yields:
+            ``assistant`` messages with ``delta=True``: one per text fragment (its text) or
+            reasoning fragment (``reasoning``), all sharing one ``message_id``; then the
+            complete answer (``delta=False``, a fresh ``message_id``), built as
+            :meth:`agenerate` builds it.
+
+        Raises:
+            ModelError: ``MODEL_001`` as :meth:`agenerate`; also when the stream breaks
+                before its end (a failure after the first fragment is not retried: what was
+                streamed cannot be taken back) or an event is not JSON.
+        """
+        if not self._api_key and urlsplit(self.base_url).hostname == "api.openai.com":
+            raise self._error(
+                "no API key for api.openai.com: set OPENAI_API_KEY or pass api_key= (or point "
+                "base_url= / OPENAI_BASE_URL at a local OpenAI-compatible server)"
+            )
+        request = self.build_request(messages, tools, **kwargs)
+        request["stream"] = True
+        request.setdefault("stream_options", {"include_usage": True})
+        body = orjson.dumps(request, default=str)
+        if self.http_client is not None:
+            async for msg in self._stream(self.http_client, body):
+                yield msg
+        else:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s)) as client:
+                async for msg in self._stream(client, body):
+                    yield msg
+
+    async def _stream(self, client: httpx.AsyncClient, body: bytes) -> AsyncIterator[Message]:
+        attempts = 0
+        headers = {**self._headers(), "Accept": "text/event-stream"}
+        while True:
+            attempts += 1
+            delay: float | None = None
+            try:
+                async with client.stream(
+                    "POST", self.endpoint, content=body, headers=headers, timeout=self.timeout_s
+                ) as response:
+                    status = response.status_code
+                    if status < 300:
+                        acc = _StreamAccumulator(self.model)
+                        try:
+                            async for line in response.aiter_lines():
+                                for fragment in acc.feed(line):
+                                    yield fragment
+                        except httpx.TransportError as exc:
+                            raise self._error(
+                                f"the stream from model {self.model!r} broke after "
+                                f"{acc.events} event(s) ({type(exc).__name__})",
+                                attempts=attempts,
+                            ) from None
+                        except ValueError:
+                            raise self._error(
+                                f"model {self.model!r} streamed an event that is not JSON; "
+                                "check base_url points at an OpenAI-compatible /v1 endpoint",
+                                status_code=status,
+                            ) from None
+                        if not acc.done and not acc.finish_reason:
+                            raise self._error(
+                                f"the stream from model {self.model!r} ended before its last "
+                                "event",
+                                attempts=attempts,
+                            )
+                        yield acc.message()
+                        return
+                    await response.aread()
+                    text, info = _provider_error(response)
+                    retryable = self._retryable(status)
+                    if not retryable or attempts > self.max_retries:
+                        hint = _HINTS.get(
+                            status, "retry later" if retryable else "check the request"
+                        )
+                        tried = f" after {attempts} attempts" if attempts > 1 else ""
+                        raise self._error(
+                            f"model {self.model!r} at {redact(self.base_url)} answered HTTP "
+                            f"{status}{tried}: {text or '(no message)'}; {hint}",
+                            status_code=status,
+                            attempts=attempts,
+                            provider_error=info,
+                        )
+                    delay = _retry_after_s(response)
+            except httpx.TransportError as exc:
+                if attempts > self.max_retries:
+                    raise self._error(
+                        f"model {self.model!r} at {redact(self.base_url)} could not be reached "
+                        f"after {attempts} attempt(s) ({type(exc).__name__}); check base_url "
+                        "and that the server is running",
+                        attempts=attempts,
+                    ) from None
+            if delay is None:
+                delay = _backoff_s(
+                    attempts - 1, self.initial_delay_s, self.backoff_factor, self.max_delay_s
+                )
+            await anyio.sleep(delay)
+
+
+class _StreamAccumulator:
+    """Joins the ``chat.completion.chunk`` events of one streamed answer."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.events = 0
+        self.done = False
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+        self.response_model: str | None = None
+        self.delta_id = str(uuid.uuid4())
+
+    def feed(self, line: str) -> list[Message]:
+        """The delta messages of one SSE line (``[]`` for comments, blanks, ``[DONE]``).
+
+        Raises:
+            ValueError: the event's data is not JSON.
+        """
+        line = line.strip()
+        if not line.startswith("data:"):
+            return []
+        data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return []
+        event = orjson.loads(data)
+        self.events += 1
+        if not isinstance(event, dict):
+            return []
+        self.response_id = event.get("id") or self.response_id
+        self.response_model = event.get("model") or self.response_model
+        if isinstance(event.get("usage"), dict):
+            self.usage = event["usage"]
+        out: list[Message] = []
+        for choice in event.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            piece = delta.get("content")
+            if isinstance(piece, str) and piece:
+                self.text.append(piece)
+                out.append(
+                    Message(
+                        message_id=self.delta_id,
+                        role="assistant",
+                        content=[TextBlock(text=piece)],
+                        delta=True,
+                    )
+                )
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(thought, str) and thought:
+                self.reasoning.append(thought)
+                out.append(
+                    Message(
+                        message_id=self.delta_id, role="assistant", reasoning=thought, delta=True
+                    )
+                )
+            for call in delta.get("tool_calls") or ():
+                if not isinstance(call, dict):
+                    continue
+                slot = self.calls.setdefault(
+                    int(call.get("index", len(self.calls))),
+                    {"id": "", "name": "", "arguments": ""},
+                )
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                fn = call.get("function") or {}
+                if fn.get("name"):
+                    slot["name"] += fn["name"]
+                if isinstance(fn.get("arguments"), str):
+                    slot["arguments"] += fn["arguments"]
+        return out
+
+    def message(self) -> Message:
+        """The complete answer."""
+        calls = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(self.calls.items())
+        ]
+        metadata = {
+            "model": self.response_model or self.model,
+            "finish_reason": self.finish_reason,
+            "response_id": self.response_id,
+        }
+        return assistant_message(
+            "".join(self.text) or None,
+            calls,
+            reasoning="".join(self.reasoning) or None,
+            usages=_usage(self.usage),
+            metadata={k: v for k, v in metadata.items() if v is not None},
+        )

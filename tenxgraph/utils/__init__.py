@@ -1,4 +1,6 @@
 """Graph utilities: ``START``, ``END``, ``Command``, ``ResponseGranularity``, ``tool``,
+the invocation callbacks (``CallbackManager``, ``InvocationType``...; validators in
+``tenxgraph.utils.validators``),
 ``interrupt``, ``ThreadInfo``, the secret-redaction helpers of ``tenxgraph.utils.logging``,
 and the state reducers (re-exported from
 ``tenxgraph.core.state.reducers``, as 10xGraph's ``utils`` does)."""
@@ -12,6 +14,15 @@ from tenxgraph.core.state.reducers import (
     replace_value,
 )
 
+from .callbacks import (
+    AfterInvokeCallback,
+    BaseValidator,
+    BeforeInvokeCallback,
+    CallbackContext,
+    CallbackManager,
+    InvocationType,
+    OnErrorCallback,
+)
 from .command import Command
 from .constants import END, START, ResponseGranularity
 from .decorators import get_tool_metadata, has_tool_decorator, tool
@@ -20,10 +31,17 @@ from .logging import SecretRedactionFilter, install_secret_redaction, mask_secre
 from .thread_info import ThreadInfo
 
 __all__ = [
+    "AfterInvokeCallback",
+    "BaseValidator",
+    "BeforeInvokeCallback",
+    "CallbackContext",
+    "CallbackManager",
     "Command",
     "END",
     "GraphInterrupt",
     "Interrupt",
+    "InvocationType",
+    "OnErrorCallback",
     "ResponseGranularity",
     "START",
     "SecretRedactionFilter",

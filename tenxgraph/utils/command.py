@@ -23,9 +23,10 @@ class Command(Generic[N]):
         update: what the node would otherwise return (``None``, a ``str``, a ``Message``, a list
             of them, a ``dict`` of field updates or a state object); applied after ``state``.
         goto: the next node's name (or ``END``); ``None`` follows the node's edges.
-        graph: ``None`` for the current graph. ``Command.PARENT`` hands off to a parent graph;
-            tenxgraph graphs do not nest, so a run refuses it (``GraphError GRAPH_005``)
-            rather than ignoring it.
+        graph: ``None`` for the current graph, or ``Command.PARENT`` for the parent graph.
+            tenxgraph graphs do not nest, so the graph running the node is the outermost one
+            and its own parent: ``Command.PARENT`` routes ``goto`` within it (a handoff to a
+            node, or ``END``). Any other value is refused (``GraphError GRAPH_005``).
         state: a whole state object to apply first (its fields replace the current ones, its
             new messages are appended), as a node returning that state would.
         resume: not used by nodes; kept for LangGraph compatibility (answer an

@@ -104,11 +104,17 @@ async def test_state_is_applied_before_update(backend: Backend) -> None:
 
 
 @pytest.mark.anyio
-async def test_parent_handoff_is_refused_in_a_top_level_graph(backend: Backend) -> None:
+async def test_parent_handoff_routes_within_a_top_level_graph(backend: Backend) -> None:
+    # Graphs do not nest: the top-level graph is its own parent (the handoff pages' usage).
     app = router_graph(lambda state: Command(goto=END, graph=Command.PARENT), backend.new())
+    res = await app.ainvoke({"messages": ["?"]}, {"thread_id": "p"})
+    assert [m.text() for m in res["messages"]] == ["?"]
+    app = router_graph(lambda state: Command(goto="BILLING", graph=Command.PARENT), backend.new())
+    res = await app.ainvoke({"messages": ["?"]}, {"thread_id": "p2"})
+    assert res["messages"][-1].text().startswith("billing")
+    # any other graph name is refused, before anything is stored
+    app = router_graph(lambda state: Command(goto=END, graph="OTHER"), backend.new())
     with pytest.raises(GraphError) as info:
-        await app.ainvoke({"messages": ["?"]}, {"thread_id": "p"})
-    assert info.value.error_code == "GRAPH_005" and info.value.context["graph"] == "PARENT"
-    # Nothing of the refused step is stored (the input becomes durable with the first step).
-    stored = await app.aget_state({"thread_id": "p"})
-    assert stored is None
+        await app.ainvoke({"messages": ["?"]}, {"thread_id": "p3"})
+    assert info.value.error_code == "GRAPH_005" and info.value.context["graph"] == "OTHER"
+    assert await app.aget_state({"thread_id": "p3"}) is None

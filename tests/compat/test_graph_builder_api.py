@@ -77,7 +77,18 @@ def test_unknown_arguments_are_refused_with_a_suggestion() -> None:
         assert info3.value.error_code == "GRAPH_009" and "config=" in str(info3.value)
 
 
-@pytest.mark.parametrize("name", ["context_manager", "publisher", "id_generator", "container"])
+def test_context_manager_is_accepted_and_checked() -> None:
+    from tenxgraph.core.exceptions import GraphError
+    from tenxgraph.core.state import MessageContextManager
+
+    manager = MessageContextManager(max_messages=3)
+    assert StateGraph(Basket, context_manager=manager).context_manager is manager
+    with pytest.raises(GraphError) as info:
+        StateGraph(Basket, context_manager=object())
+    assert info.value.error_code == "GRAPH_001" and "BaseContextManager" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["publisher", "id_generator", "container"])
 def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) -> None:
     StateGraph(Basket, **{name: None})  # the documented default means "not used"
     with pytest.raises(UnsupportedArgumentError) as info:
@@ -87,7 +98,7 @@ def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) 
 
 
 @pytest.mark.parametrize(
-    "name", ["store", "media_store", "callback_manager", "publisher", "id_generator", "lifecycle_hook"]
+    "name", ["store", "media_store", "publisher", "id_generator", "lifecycle_hook"]
 )
 def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
     g = basket_graph(Basket())

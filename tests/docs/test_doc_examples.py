@@ -15,6 +15,11 @@ application would: ``TENXGRAPH_DSN``, ``TENXGRAPH_REDIS_URL``, ``TENXGRAPH_SCHEM
 deployment page, ``TENXGRAPH_PGBOUNCER_DSN`` and ``TENXGRAPH_REDIS_CLUSTER_URL``; a schema named
 ``<TENXGRAPH_SCHEMA>_...`` is dropped with the page's own). Processes a
 page started and left running (``subprocess.Popen`` objects in its namespace) are killed.
+
+Pages whose agents call a model (``MODEL_PAGES``) get ``OPENAI_BASE_URL`` pointing at the
+scripted OpenAI-compatible server of ``tests/agent/_fake_llm_server.py`` (a real HTTP server on
+127.0.0.1 answering with ``plausible_reply``), started for the page and stopped after it, and
+``OPENAI_API_KEY`` set to a dummy key.
 """
 
 from __future__ import annotations
@@ -64,6 +69,21 @@ def _pages() -> dict[str, list[CodeExample]]:
 
 PAGES = _pages()
 
+#: Pages whose blocks call a model through OPENAI_BASE_URL.
+MODEL_PAGES = {"docs/how-to/agents.md"}
+
+
+def _scripted_server_module() -> Any:
+    import importlib.util
+
+    path = ROOT / "tests" / "agent" / "_fake_llm_server.py"
+    spec = importlib.util.spec_from_file_location("_docs_fake_llm_server", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
 
 def _first_line(ex: CodeExample) -> str:
     return next(line.strip() for line in ex.source.splitlines() if line.strip())
@@ -84,6 +104,7 @@ def test_every_page_with_python_is_collected():
         "docs/how-to/streaming.md",
         "docs/how-to/tracing.md",
         "docs/how-to/migrate-langgraph.md",
+        "docs/how-to/agents.md",
     }
     assert expected <= set(PAGES)
     for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
@@ -109,8 +130,11 @@ def test_skips_are_declared_and_few():
 
 
 @pytest.fixture
-def page_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh working directory, Postgres schema and Redis namespace for one page."""
+def page_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """A fresh working directory, Postgres schema and Redis namespace for one page (and the
+    scripted model server for the pages of ``MODEL_PAGES``)."""
     import psycopg
     import redis
 
@@ -126,10 +150,18 @@ def page_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("TENXGRAPH_REDIS_CLUSTER_URL", REDIS_CLUSTER_URL)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    model_server = None
+    if getattr(request.node, "callspec", None) and request.node.callspec.params.get("page") in MODEL_PAGES:
+        fake = _scripted_server_module()
+        model_server = fake.ScriptedLLMServer(responder=fake.plausible_reply)
+        monkeypatch.setenv("OPENAI_BASE_URL", model_server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "docs-test-key")
     modules_before = set(sys.modules)
     try:
         yield tmp_path
     finally:
+        if model_server is not None:
+            model_server.close()
         for name in set(sys.modules) - modules_before:
             mod = sys.modules.get(name)
             if mod is not None and str(getattr(mod, "__file__", "") or "").startswith(str(tmp_path)):

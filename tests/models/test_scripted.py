@@ -237,8 +237,8 @@ def test_agent_model_name_builds_openai_adapter(monkeypatch: pytest.MonkeyPatch)
 
 def test_agent_unsupported_options() -> None:
     with pytest.raises(GraphError) as info:
-        Agent(model=ScriptedModel([]), trim_context=True)
-    assert info.value.error_code == "GRAPH_001"
+        Agent(model=ScriptedModel([]), api_style="responses")
+    assert info.value.error_code == "GRAPH_010"
     with pytest.raises(TypeError):
         Agent(model=object())  # type: ignore[arg-type]
 

@@ -767,3 +767,37 @@ async def test_ledger_read_fallback_is_counted(backend: Backend, reader: Any) ->
     d = delta(before, metric_sums(reader))
     key = (METRIC.LEDGER_READ_FALLBACKS, ((ATTR.ERROR_TYPE, "RuntimeError"), (ATTR.TOOL_NAME, "ping")))
     assert d[key] == 1
+
+
+def test_streamed_agent_span_under_sync_stream(caplog: pytest.LogCaptureFixture) -> None:
+    """The agent span lives across the yields of a streamed model call; sync ``stream()``
+    resumes the node from the portal's task, and no context token is left behind."""
+    import importlib.util
+    import logging
+    import sys
+
+    from tenxgraph.core.graph import Agent
+
+    path = ROOT / "tests" / "agent" / "_fake_llm_server.py"
+    spec = importlib.util.spec_from_file_location("_spans_fake_llm_server", path)
+    assert spec is not None and spec.loader is not None
+    fake = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fake
+    spec.loader.exec_module(fake)
+    with fake.ScriptedLLMServer() as llm:
+        llm.add(fake.text("one two three four"))
+        g = StateGraph()
+        g.add_node("MAIN", Agent(model="gpt-4o", base_url=llm.base_url))
+        g.set_entry_point("MAIN")
+        g.add_edge("MAIN", END)
+        app = g.compile()
+        with caplog.at_level(logging.ERROR):
+            chunks = list(app.stream({"messages": ["hi"]}, {"thread_id": "span-stream"}))
+        app.close()
+    assert sum(1 for c in chunks if c.event == "message" and c.message.delta) == 4
+    assert "Failed to detach context" not in caplog.text
+    spans = _EXPORTER.get_finished_spans()
+    agent = [s for s in spans if s.name == SPAN.AGENT]
+    node = [s for s in spans if s.name == SPAN.NODE]
+    assert len(agent) == 1 and agent[0].parent is not None
+    assert agent[0].parent.span_id in {n.context.span_id for n in node}

@@ -400,7 +400,8 @@ class ToolSpec:
         var_kwargs: the function takes ``**kwargs`` (unknown arguments are passed through).
         arg_names: the schema's parameter names in signature order (``arg_model`` field ``a{i}``
             validates ``arg_names[i]``).
-        tags: tags from ``@tool`` (for ``ToolNode.all_tools(tags=...)``).
+        tags: tags from ``@tool(tags=...)`` and a ``__tags__`` attribute (for
+            ``ToolNode.all_tools(tags=...)`` and ``Agent(tools_tags=...)``).
         metadata: the full ``@tool`` metadata dict (empty for a plain function).
     """
 
@@ -619,9 +620,20 @@ def build_tool_spec(func: Callable[..., Any]) -> ToolSpec:
         arg_model=arg_model,
         var_kwargs=var_kwargs,
         arg_names=tuple(arg_names),
-        tags=frozenset(meta.get("tags") or ()),
+        tags=frozenset(meta.get("tags") or ()) | _legacy_tags(func),
         metadata=meta,
     )
+
+
+def _legacy_tags(func: Any) -> frozenset[str]:
+    """Tags set as a ``__tags__`` attribute (the way 10xGraph's tools reference tags a plain
+    function), merged with those of ``@tool(tags=...)``."""
+    raw = getattr(func, "__tags__", None)
+    if isinstance(raw, str):
+        return frozenset({raw})
+    if isinstance(raw, (set, frozenset, list, tuple)):
+        return frozenset(str(t) for t in raw)
+    return frozenset()
 
 
 def format_validation_error(tool_name: str, exc: pydantic.ValidationError) -> str:

@@ -12,33 +12,88 @@ Wired as 10xGraph's guide wires it::
     graph.add_edge("TOOL", "MAIN")
     graph.set_entry_point("MAIN")
 
-Each time it runs, the agent sends the model its system prompt, then
-``state.context_summary`` (when set, as a system message ``"Summary of the earlier
-conversation: ..."``), then ``extra_messages``, then ``state.context``, with the tool schemas of
-its ``ToolNode``; and returns the model's assistant message, which the graph appends to
+What the model is sent, in order: the system prompt (its ``{field}`` placeholders filled from
+the state), ``state.context_summary`` (when set, as a system message ``"Summary of the earlier
+conversation: ..."``), ``extra_messages``, then ``state.context`` (after the graph's context
+manager when ``trim_context=True``), with the tool schemas of its ``ToolNode`` (filtered by
+``tools_tags``). The node returns the model's assistant message, which the graph appends to
 ``state.context``. The runtime checkpoints that message before the ``ToolNode`` runs, so a
-replay after a crash sees the same tool calls even from a non-deterministic model.
+replay after a crash sees the same tool calls even from a non-deterministic model, and the
+model is not asked again for an answer already checkpointed.
 
-Unlike the flow sketched in 10xGraph's "Agent Class" page, tools are offered on every call,
-also right after tool results, so the model can chain tool calls (the loop ends when it answers
-without calling a tool, as the guide's graph expects).
+When the run streams (``astream`` / ``stream``) and the model can stream (a model given by
+name), the request carries ``"stream": true`` and every text fragment reaches the caller as a
+``message`` chunk whose ``message.delta`` is ``True``; only the complete message is stored.
+
+Tools are offered on every call, also right after tool results, so the model can chain tool
+calls (the loop ends when it answers without calling a tool, as the guide's graph expects).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
-from tenxgraph.core._context import current_run
-from tenxgraph.core.exceptions import GraphError
-from tenxgraph.core.state import Message, TextBlock
-from tenxgraph.models.base import ChatModel, ModelError, normalize_assistant
-from tenxgraph.models.openai_compat import OpenAICompatModel
-from tenxgraph.telemetry import ATTR, SPAN, enabled, span
+import orjson
+import pydantic
 
+from tenxgraph.core._context import current_run
+from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, ValidationError
+from tenxgraph.core.state import AgentState, Message, TextBlock
+from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, normalize_assistant
+from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
+from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
+
+from .agent_internal.constants import RetryConfig
 from .tool_node import ToolNode
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "fill_placeholders"]
+
+_DEFAULT = object()
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+_REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+
+
+def fill_placeholders(text: str, state: Any) -> str:
+    """``text`` with each ``{field}`` replaced by ``str(state.field)``.
+
+    Only ``{identifier}`` is a placeholder; ``{{`` and ``}}`` give literal braces; any other
+    brace (a JSON example in a prompt) is left as it is.
+
+    Args:
+        text: the prompt text.
+        state: the graph state (any object with attributes).
+
+    Returns:
+        The filled text.
+
+    Raises:
+        ValidationError: ``VALIDATION_000`` a placeholder names no field of the state;
+            ``context["field"]`` is its name.
+    """
+
+    def sub(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        name = match.group(1)
+        fields = getattr(type(state), "model_fields", None)
+        if (fields is not None and name not in fields) or not hasattr(state, name):
+            raise ValidationError(
+                f"the system prompt names {{{name}}}, but the state "
+                f"({type(state).__name__}) has no field {name!r}; add the field to the state "
+                f"class or write {{{{{name}}}}} for literal braces",
+                context={"field": name, "state": type(state).__name__},
+            )
+        value = getattr(state, name)
+        return "" if value is None else str(value)
+
+    return _PLACEHOLDER.sub(sub, text)
 
 
 def _prompt_message(item: dict[str, Any] | Message | str) -> Message:
@@ -59,22 +114,89 @@ def _prompt_message(item: dict[str, Any] | Message | str) -> Message:
     return Message(role=role, content=[TextBlock(text=text)])
 
 
-def _retries(retry_config: Any) -> int:
-    if retry_config is False or retry_config is None:
-        return 0
-    if retry_config is True:
-        return 3
-    if isinstance(retry_config, dict):
-        return int(retry_config.get("max_retries", 3))
-    return int(getattr(retry_config, "max_retries", 3))
-
-
-def _unsupported(name: str, hint: str) -> GraphError:
-    return GraphError(
-        f"Agent({name}=...) is not supported by tenxgraph; {hint}",
-        error_code="GRAPH_001",
-        context={"parameter": name},
+def _retry_config(value: Any) -> RetryConfig | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return RetryConfig()
+    if isinstance(value, RetryConfig):
+        return value
+    if isinstance(value, dict):
+        try:
+            return RetryConfig(**value)
+        except TypeError as exc:
+            raise UnsupportedArgumentError(
+                f"Agent(retry_config={{...}}): {exc}; the keys are RetryConfig's fields",
+                context={"argument": "retry_config", "where": "Agent", "did_you_mean": None},
+            ) from None
+    raise UnsupportedArgumentError(
+        f"Agent(retry_config=...) takes True, False, None, a RetryConfig or a dict, got "
+        f"{type(value).__name__}",
+        context={"argument": "retry_config", "where": "Agent", "did_you_mean": None},
     )
+
+
+def _unsupported(name: str, hint: str) -> UnsupportedArgumentError:
+    return UnsupportedArgumentError(
+        f"Agent({name}=...) is not supported by tenxgraph; {hint}",
+        error_code="GRAPH_010",
+        context={"argument": name, "where": "Agent", "did_you_mean": None},
+    )
+
+
+def _reasoning_params(model: Any, config: Any) -> dict[str, Any]:
+    """The request parameters ``reasoning_config`` asks for (see ``Agent``)."""
+    name = model if isinstance(model, str) else getattr(model, "model", "")
+    is_reasoning = isinstance(name, str) and strip_provider(name).lower().startswith(
+        _REASONING_PREFIXES
+    )
+    if config is _DEFAULT:
+        return {"reasoning_effort": "medium"} if is_reasoning else {}
+    if config is None or config is False:
+        return {}
+    if config is True:
+        return {"reasoning_effort": "medium"}
+    if isinstance(config, dict):
+        unknown = set(config) - {"effort"}
+        if unknown:
+            raise _unsupported(
+                "reasoning_config",
+                f"the chat-completions API takes only 'effort' (got {sorted(unknown)}); "
+                "'summary' is a Responses-API option and 'thinking_budget' a Gemini one",
+            )
+        effort = config.get("effort")
+        if effort is None:
+            return {}
+        if effort not in _REASONING_EFFORTS:
+            raise UnsupportedArgumentError(
+                f"reasoning_config['effort'] must be one of {_REASONING_EFFORTS}, got {effort!r}",
+                context={"argument": "reasoning_config", "where": "Agent", "did_you_mean": None},
+            )
+        return {"reasoning_effort": effort}
+    raise UnsupportedArgumentError(
+        f"Agent(reasoning_config=...) takes True, False, None or a dict, got {type(config).__name__}",
+        context={"argument": "reasoning_config", "where": "Agent", "did_you_mean": None},
+    )
+
+
+def _json_candidates(text: str) -> list[str]:
+    """The text, then what a local repair can recover from it (fenced block, outer object)."""
+    out = [text]
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    if fenced:
+        out.append(fenced.group(1).strip())
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        out.append(text[start : end + 1])
+    return out
+
+
+class _Circuit:
+    __slots__ = ("failures", "opened_at")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.opened_at: float | None = None
 
 
 class Agent:
@@ -83,35 +205,54 @@ class Agent:
     Args:
         model: a model name served by an OpenAI-compatible chat-completions endpoint
             (``"gpt-4o"``, ``"openai/gpt-4o"``; the ``openai/`` prefix is stripped), or any object
-            implementing the chat-model protocol (:class:`tenxgraph.models.ChatModel`, e.g.
-            :class:`tenxgraph.models.ScriptedModel`).
+            implementing the chat-model protocol (``tenxgraph.models.ChatModel``, e.g.
+            ``tenxgraph.models.ScriptedModel``).
         system_prompt: messages sent first on every call, e.g.
-            ``[{"role": "system", "content": "You are helpful."}]``; ``content`` may be a
-            string or a list of ``{"type": "text", "text": ...}`` parts.
-        tool_node: the tools the model may call: a :class:`ToolNode`, or the name of the graph
-            node holding it (looked up in the running graph on each call).
+            ``[{"role": "system", "content": "You help {user_name}."}]``; ``content`` may be a
+            string or a list of ``{"type": "text", "text": ...}`` parts. ``{field}``
+            placeholders are filled from the state on every call (``{{``/``}}`` for literal
+            braces); a placeholder naming no state field raises ``ValidationError``.
+        tool_node: the tools the model may call: a ``ToolNode``, or the name of the graph node
+            holding it (looked up in the running graph on each call).
         tools: alternative to ``tool_node``: a list of tool functions (a ``ToolNode`` is built
-            and exposed as :attr:`tool_node`, to be added to the graph) or a ``ToolNode``.
+            and exposed as ``tool_node``, to be added to the graph) or a ``ToolNode``.
         base_url: API root for a model given by name (default ``OPENAI_BASE_URL``, else
             ``https://api.openai.com/v1``).
         api_key: API key for a model given by name (default ``OPENAI_API_KEY``).
-        provider: 10xGraph's provider name; only OpenAI-compatible endpoints are spoken, so
-            this is informational (point ``base_url`` at the provider's OpenAI-compatible
-            API).
+        provider: ``None`` or ``"openai"`` (any OpenAI-compatible endpoint). Other 10xGraph
+            providers (``"google"``...) are refused with ``GRAPH_010``: point ``base_url`` at
+            an OpenAI-compatible proxy for them instead.
         tool_node_name: 10xGraph's older spelling of ``tool_node="NAME"``.
         extra_messages: messages sent after the system prompt on every call.
-        tools_tags: offer only the tools carrying at least one of these ``@tool`` tags.
-        output_type: ``"text"`` (default) or ``"json"`` (asks for ``response_format`` JSON
-            object, for a model given by name).
-        reasoning_config: ``{"effort": "low" | "medium" | "high"}`` is sent as
-            ``reasoning_effort``; ``True`` / ``False`` / ``None`` send nothing.
-        retry_config: ``True`` (default: 3 retries), ``False`` (none), or an object / dict with
-            ``max_retries``; applies to a model given by name.
+        tools_tags: offer only the tools carrying at least one of these tags (``@tool(tags=)``
+            or a ``__tags__`` attribute).
+        output_type: ``"text"`` (default) or ``"json"`` (asks for a JSON object answer).
+        output_schema: a Pydantic model class the final answer must match: the request carries
+            ``response_format={"type": "json_schema", "json_schema": {"name", "schema",
+            "strict": False}}``; a text answer is parsed (a JSON object inside a code fence or
+            surrounded by prose is recovered locally); when it still does not match, the model
+            is asked again up to ``output_retries`` times with the validation errors; then
+            ``StructuredOutputError`` (``MODEL_002``). The stored message holds the JSON text
+            and ``metadata["structured_output"]`` (the validated value, JSON form); read it
+            back with :meth:`parsed`. Answers that call tools are not parsed.
+        output_retries: how many times the model is asked to correct its structured answer
+            (default 2).
+        trim_context: show the model what the graph's context manager
+            (``StateGraph(context_manager=...)``) keeps; ``compile()`` refuses an agent with
+            ``trim_context=True`` in a graph without one (``GRAPH_001``).
+        reasoning_config: ``{"effort": "low" | "medium" | "high"}`` or ``True`` (medium) is
+            sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. Unset: ``medium``
+            for reasoning models (names starting ``o1``, ``o3``, ``o4``, ``gpt-5``), nothing
+            for others. Keys other than ``effort`` are refused (``GRAPH_010``).
+        retry_config: ``True`` (default: ``RetryConfig()``), ``False`` / ``None`` (no retry),
+            a ``RetryConfig`` or a dict of its fields. Retries apply to models given by name;
+            the circuit breaker to every target.
         fallback_models: model names (or ``(name, provider)`` tuples, or chat-model objects)
-            tried in order when the model raises :class:`~tenxgraph.models.ModelError`.
-        timeout_s: seconds per HTTP request for a model given by name.
+            tried in order when the model raises ``ModelError``.
+        timeout_s: seconds per HTTP request for a model given by name (default: the
+            process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
         **model_params: sampling parameters (``temperature``, ``max_tokens``, ``top_p``,
-            ``stop``, ``tool_choice``...): given to the adapter for a model name, passed as
+            ``stop``, ``tool_choice``...): sent with each request for a model name, passed as
             keyword arguments to ``agenerate`` for a model object.
 
     Attributes:
@@ -120,13 +261,17 @@ class Agent:
         tool_node_ref (str | None): the node name to look the tool node up by.
 
     Raises:
-        GraphError: ``GRAPH_001`` for options tenxgraph does not implement
-            (``trim_context=True``, ``api_style="responses"``, ``skills``, ``memory``,
-            ``multimodal_config``), or both ``tool_node`` and ``tools`` given.
+        UnsupportedArgumentError: ``GRAPH_010`` for options tenxgraph does not implement
+            (``api_style="responses"``, ``skills``, ``memory``, ``multimodal_config``, media
+            ``output_type`` s, providers other than OpenAI-compatible), ``GRAPH_009`` for a
+            malformed ``retry_config`` / ``reasoning_config``.
+        GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, or ``output_schema``
+            is not a Pydantic model class.
         TypeError: ``model`` is neither a string nor a chat model.
     """
 
-    #: Called by the runner as ``await node(state=state, config=config)``.
+    #: Called by the runner as ``await node(state=state, config=config)``; ``node_stream``
+    #: is the generator form the runner uses inside a graph.
     _tenxgraph_node = True
 
     def __init__(
@@ -143,10 +288,12 @@ class Agent:
         extra_messages: Sequence[Message] | None = None,
         tools_tags: Iterable[str] | None = None,
         output_type: str = "text",
-        reasoning_config: dict[str, Any] | bool | None = None,
+        output_schema: type[pydantic.BaseModel] | None = None,
+        output_retries: int = 2,
+        reasoning_config: Any = _DEFAULT,
         retry_config: Any = True,
         fallback_models: Sequence[Any] | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = None,
         trim_context: bool = False,
         api_style: str = "chat",
         skills: Any = None,
@@ -154,10 +301,6 @@ class Agent:
         multimodal_config: Any = None,
         **model_params: Any,
     ) -> None:
-        if trim_context:
-            raise _unsupported(
-                "trim_context", "trim in a node that returns replace_messages(...) instead"
-            )
         if api_style != "chat":
             raise _unsupported("api_style", "only the chat-completions API is spoken")
         for name, value in (
@@ -167,33 +310,50 @@ class Agent:
         ):
             if value is not None:
                 raise _unsupported(name, "leave it unset")
+        if provider not in (None, "openai"):
+            raise _unsupported(
+                "provider",
+                f"only OpenAI-compatible endpoints are spoken; serve {provider!r} models through "
+                "an OpenAI-compatible proxy (e.g. LiteLLM) and pass its base_url",
+            )
+        if output_type not in ("text", "json"):
+            raise _unsupported("output_type", "only text (and JSON) answers are generated")
+        if output_schema is not None and not (
+            isinstance(output_schema, type) and issubclass(output_schema, pydantic.BaseModel)
+        ):
+            raise GraphError(
+                f"Agent(output_schema=...) takes a Pydantic model class, got {output_schema!r}",
+                error_code="GRAPH_001",
+                context={"parameter": "output_schema"},
+            )
         if tool_node is not None and tools is not None:
             raise GraphError(
                 "Agent takes tool_node= or tools=, not both", error_code="GRAPH_001", context={}
             )
         self.provider = provider
+        self.trim_context = bool(trim_context)
+        self.output_schema = output_schema
+        self.output_retries = int(output_retries)
+        self.retry_config = _retry_config(retry_config)
         params = dict(model_params)
-        if output_type == "json":
+        if output_type == "json" and output_schema is None:
             params.setdefault("response_format", {"type": "json_object"})
-        if isinstance(reasoning_config, dict) and reasoning_config.get("effort"):
-            params.setdefault("reasoning_effort", reasoning_config["effort"])
+        params.update(_reasoning_params(model, reasoning_config))
         self._model_kwargs: dict[str, Any] = {}
-        self.model: ChatModel = self._make_model(
-            model, base_url, api_key, params, retry_config, timeout_s
-        )
+        self.model: ChatModel = self._make_model(model, base_url, api_key, params, timeout_s)
         if not isinstance(model, str):
             self._model_kwargs = params
-        self.fallbacks: list[ChatModel] = [
-            self._make_model(
-                fb[0] if isinstance(fb, tuple) else fb,
-                base_url,
-                api_key,
-                params,
-                retry_config,
-                timeout_s,
-            )
-            for fb in (fallback_models or ())
-        ]
+        self.fallbacks: list[ChatModel] = []
+        for fb in fallback_models or ():
+            name, fb_provider = (fb if isinstance(fb, tuple) else (fb, None))
+            if fb_provider not in (None, "openai"):
+                raise _unsupported(
+                    "fallback_models",
+                    f"fallback provider {fb_provider!r} is not OpenAI-compatible; reach it "
+                    "through an OpenAI-compatible proxy",
+                )
+            self.fallbacks.append(self._make_model(name, base_url, api_key, params, timeout_s))
+        self._circuits: dict[tuple[str, str], _Circuit] = {}
         self.tool_node: ToolNode | None = None
         self.tool_node_ref: str | None = tool_node_name
         if isinstance(tool_node, ToolNode):
@@ -214,22 +374,26 @@ class Agent:
         self.system_prompt: list[Message] = [_prompt_message(p) for p in (system_prompt or ())]
         self.extra_messages: list[Message] = list(extra_messages or ())
 
-    @staticmethod
     def _make_model(
+        self,
         model: Any,
         base_url: str | None,
         api_key: str | None,
         params: dict[str, Any],
-        retry_config: Any,
-        timeout_s: float,
+        timeout_s: float | None,
     ) -> ChatModel:
         if isinstance(model, str):
+            rc = self.retry_config
             return OpenAICompatModel(
                 model,
                 base_url=base_url,
                 api_key=api_key,
                 timeout_s=timeout_s,
-                max_retries=_retries(retry_config),
+                max_retries=rc.max_retries if rc is not None else 0,
+                retry_statuses=rc.retryable_status_codes if rc is not None else None,
+                initial_delay_s=rc.initial_delay if rc is not None else 0.0,
+                backoff_factor=rc.backoff_factor if rc is not None else 2.0,
+                max_delay_s=rc.max_delay if rc is not None else 0.0,
                 **params,
             )
         if callable(getattr(model, "agenerate", None)):
@@ -242,6 +406,7 @@ class Agent:
     def __repr__(self) -> str:
         return f"Agent(model={self.model!r})"
 
+    # -- what the model sees -------------------------------------------------------------------
     def resolve_tool_node(self) -> ToolNode | None:
         """The tool node whose tools are offered: the one given, or the graph node named by
         ``tool_node`` (in the running graph).
@@ -269,8 +434,18 @@ class Agent:
         )
 
     def build_messages(self, state: Any) -> list[Message]:
-        """The messages sent to the model for ``state`` (module docstring), oldest first."""
-        messages = list(self.system_prompt)
+        """The messages sent to the model for ``state`` (module docstring), oldest first.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no state
+                field.
+        """
+        messages = [
+            m.model_copy(update={"content": [TextBlock(text=fill_placeholders(m.text(), state))]})
+            if m.role == "system" and "{" in m.text()
+            else m
+            for m in self.system_prompt
+        ]
         summary = getattr(state, "context_summary", None)
         if summary:
             messages.append(
@@ -282,8 +457,363 @@ class Agent:
         messages.extend(m for m in (getattr(state, "context", None) or ()) if not m.delta)
         return messages
 
+    async def _visible_state(self, state: Any) -> tuple[Any, dict[str, Any]]:
+        """The state the model is shown, and the durable updates trimming made
+        (``{"context_summary": ...}`` when a context manager summarised)."""
+        if not self.trim_context:
+            return state, {}
+        run = current_run()
+        manager = getattr(getattr(run, "graph", None), "context_manager", None)
+        if manager is None:
+            raise GraphError(
+                "Agent(trim_context=True) runs in a graph without a context manager; pass "
+                "StateGraph(context_manager=MessageContextManager(...))",
+                error_code="GRAPH_001",
+                context={"parameter": "trim_context"},
+            )
+        copy = state.model_copy() if isinstance(state, AgentState) else state
+        if isinstance(state, AgentState):
+            copy.context = list(state.context)
+        shown = await manager.atrim_context(copy)
+        updates: dict[str, Any] = {}
+        if getattr(shown, "context_summary", None) != getattr(state, "context_summary", None):
+            updates["context_summary"] = shown.context_summary
+        return shown, updates
+
+    # -- calling the model ---------------------------------------------------------------------
+    def _target(self, model: Any) -> tuple[str, str]:
+        return (self.provider or "openai", str(getattr(model, "model", type(model).__name__)))
+
+    def _circuit_allows(self, model: Any) -> bool:
+        rc = self.retry_config
+        if rc is None or not rc.circuit_breaker_enabled:
+            return True
+        c = self._circuits.get(self._target(model))
+        if c is None or c.opened_at is None:
+            return True
+        return time.monotonic() - c.opened_at >= rc.circuit_breaker_reset_timeout
+
+    def _record(self, model: Any, ok: bool) -> None:
+        rc = self.retry_config
+        if rc is None or not rc.circuit_breaker_enabled:
+            return
+        c = self._circuits.setdefault(self._target(model), _Circuit())
+        if ok:
+            c.failures, c.opened_at = 0, None
+            return
+        c.failures += 1
+        if c.opened_at is not None or c.failures >= rc.circuit_breaker_threshold:
+            c.opened_at = time.monotonic()
+
+    def circuit_open(self, model: str) -> bool:
+        """Whether the circuit of ``model`` (a name) is open now (circuit breaker enabled)."""
+        for m in (self.model, *self.fallbacks):
+            if self._target(m)[1] == strip_provider(model):
+                return not self._circuit_allows(m)
+        return False
+
+    async def _generate(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, stream: bool, extra: dict[str, Any]
+    ) -> AsyncIterator[Message]:
+        """Ask the model (then each fallback); yield its delta fragments, then the answer."""
+        models = [self.model, *self.fallbacks]
+        last: ModelError | None = None
+        skipped: list[str] = []
+        for model in models:
+            if not self._circuit_allows(model):
+                skipped.append(self._target(model)[1])
+                continue
+            kwargs = {**self._model_kwargs, **extra}
+            try:
+                if stream and callable(getattr(model, "astream", None)):
+                    final: Message | None = None
+                    async for msg in model.astream(messages, tools or None, **kwargs):
+                        if msg.delta:
+                            yield msg
+                        else:
+                            final = msg
+                    if final is None:
+                        raise ModelError(
+                            "the model's stream ended without an answer",
+                            context={"model": self._target(model)[1]},
+                        )
+                    msg = final
+                else:
+                    msg = await model.agenerate(messages, tools or None, **kwargs)
+            except ModelError as exc:
+                self._record(model, ok=False)
+                last = exc
+                continue
+            self._record(model, ok=True)
+            if not isinstance(msg, Message):
+                raise ModelError(
+                    f"the chat model {type(model).__name__} returned a "
+                    f"{type(msg).__name__}, not a Message",
+                    context={"model": type(model).__name__},
+                )
+            if msg.role != "assistant":
+                msg = msg.model_copy(update={"role": "assistant"})
+            yield normalize_assistant(msg)
+            return
+        if last is not None:
+            raise last
+        raise ModelError(
+            f"every model's circuit is open ({', '.join(skipped)}); retry after "
+            f"{self.retry_config.circuit_breaker_reset_timeout if self.retry_config else 0} s",
+            context={"model": skipped[0] if skipped else "", "circuit_open": skipped},
+        )
+
+    def _schema_format(self) -> dict[str, Any]:
+        assert self.output_schema is not None
+        return {
+            "type": "json_schema",
+            "json_schema": {
+                "name": self.output_schema.__name__,
+                "schema": self.output_schema.model_json_schema(),
+                "strict": False,
+            },
+        }
+
+    def _parse(self, text: str) -> tuple[pydantic.BaseModel | None, str, str]:
+        """``(value, json_text, error)``: the validated value (or ``None``) and why not."""
+        assert self.output_schema is not None
+        error = "the answer is empty"
+        for candidate in _json_candidates(text.strip()):
+            if not candidate:
+                continue
+            try:
+                value = self.output_schema.model_validate_json(candidate)
+            except pydantic.ValidationError as exc:
+                error = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                    for e in exc.errors(include_url=False)
+                )
+                continue
+            return value, candidate, ""
+        return None, text, error
+
+    async def respond(self, state: Any, stream: bool = False) -> AsyncIterator[Any]:
+        """The agent's work for one node execution, as a stream.
+
+        Args:
+            state: the graph state.
+            stream: ask the model to stream (when it can).
+
+        Yields:
+            Delta messages (``delta=True``) while the model streams; then the complete
+            assistant message; then, when the context manager summarised, a dict
+            ``{"context_summary": ...}`` (a state update).
+
+        Raises:
+            ModelError: ``MODEL_001`` the model (and every fallback) failed.
+            StructuredOutputError: ``MODEL_002`` the answer never matched ``output_schema``.
+            GraphError: ``GRAPH_004`` the named tool node does not exist; ``GRAPH_001``
+                ``trim_context=True`` without a context manager.
+            ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no field.
+        """
+        tool_node = self.resolve_tool_node()
+        tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
+        shown, updates = await self._visible_state(state)
+        messages = self.build_messages(shown)
+        extra = {"response_format": self._schema_format()} if self.output_schema else {}
+        run = current_run()
+        cbm = getattr(getattr(run, "graph", None), "callback_manager", None)
+        cb_ctx = None
+        if cbm is not None:
+            messages = await self._validate(cbm, messages)
+            from tenxgraph.utils.callbacks import InvocationType
+
+            if cbm.has_callbacks(InvocationType.AI):
+                cb_ctx = self._callback_context(run)
+                # copies: a callback editing messages in place must not edit the thread
+                copies = [m.model_copy(deep=True) for m in messages]
+                messages = await cbm.execute_before_invoke(cb_ctx, copies)
+            else:
+                cbm = None
+        attrs = None
+        if enabled():
+            attrs = {ATTR.GENAI_OPERATION: SPAN.AGENT}
+            if run is not None and run.node:
+                attrs[ATTR.NODE] = run.node
+            model_name = getattr(self.model, "model", None)
+            if isinstance(model_name, str):
+                attrs[ATTR.GENAI_REQUEST_MODEL] = model_name
+        # Started, not made current across yields: the consumer may resume this generator
+        # from another task or context (sync stream() does), where a context token entered
+        # here could not be left. Each await runs with the span current instead.
+        sp = start_span(SPAN.AGENT, attributes=attrs)
+        final: Message | None = None
+        try:
+            try:
+                gen = self._generate(messages, tools, stream, extra)
+                try:
+                    while True:
+                        with use_span(sp):
+                            try:
+                                msg = await gen.__anext__()
+                            except StopAsyncIteration:
+                                break
+                        if msg.delta:
+                            yield msg
+                        else:
+                            final = msg
+                finally:
+                    await gen.aclose()
+                assert final is not None
+                if self.output_schema is not None and not final.tool_calls():
+                    with use_span(sp):
+                        final = await self._structured(final, messages, tools, extra)
+            except Exception as exc:
+                recovered = (
+                    await cbm.execute_on_error(cb_ctx, messages, exc) if cbm is not None else None
+                )
+                if recovered is None:
+                    raise
+                if not isinstance(recovered, Message):
+                    raise GraphError(
+                        f"an on_error callback returned a {type(recovered).__name__}; an AI "
+                        "on_error callback returns a Message or None",
+                        error_code="GRAPH_005",
+                        context={"node": run.node if run is not None else ""},
+                    ) from exc
+                final = normalize_assistant(recovered.model_copy(update={"role": "assistant"}))
+            if cbm is not None:
+                final = await cbm.execute_after_invoke(cb_ctx, messages, final)
+                if not isinstance(final, Message):
+                    raise GraphError(
+                        f"an after_invoke callback returned a {type(final).__name__}; an AI "
+                        "after_invoke callback returns the Message it was given (or another)",
+                        error_code="GRAPH_005",
+                        context={"node": run.node if run is not None else ""},
+                    )
+        except BaseException as exc:
+            record_error(sp, exc)
+            raise
+        finally:
+            sp.end()
+        yield final
+        if updates:
+            yield updates
+
+    def _callback_context(self, run: Any) -> Any:
+        from tenxgraph.utils.callbacks import CallbackContext, InvocationType
+
+        return CallbackContext(
+            invocation_type=InvocationType.AI,
+            node_name=run.node if run is not None else "",
+            function_name=str(getattr(self.model, "model", type(self.model).__name__)),
+            metadata={
+                "thread_id": run.config.get("thread_id") if run is not None else None,
+                "run_id": run.config.get("run_id") if run is not None else None,
+            },
+        )
+
+    @staticmethod
+    async def _validate(cbm: Any, messages: list[Message]) -> list[Message]:
+        """Run the input validators on copies of the newest user messages (the ones after
+        the last assistant or tool message) and send the model those copies (a lenient
+        validator may have sanitised them); ``messages`` themselves are not changed."""
+        if not cbm.validators:
+            return messages
+        start = len(messages)
+        while start > 0 and messages[start - 1].role == "user":
+            start -= 1
+        newest = [m.model_copy(deep=True) for m in messages[start:]]
+        if not await cbm.execute_validators(newest):
+            from tenxgraph.utils.validators import ValidationError as InputRefused
+
+            raise InputRefused("an input validator refused the newest messages", "rejected")
+        return [*messages[:start], *newest]
+
+    async def _structured(
+        self,
+        answer: Message,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        extra: dict[str, Any],
+    ) -> Message:
+        """Parse ``answer`` into ``output_schema``, asking the model to correct it if needed."""
+        assert self.output_schema is not None
+        attempts = 0
+        convo = list(messages)
+        while True:
+            value, json_text, error = self._parse(answer.text())
+            if value is not None:
+                meta = {
+                    **answer.metadata,
+                    "structured_output": value.model_dump(mode="json"),
+                    "output_schema": self.output_schema.__name__,
+                }
+                others = [b for b in answer.content if not isinstance(b, TextBlock)]
+                return answer.model_copy(
+                    update={"content": [TextBlock(text=json_text), *others], "metadata": meta}
+                )
+            if attempts >= self.output_retries:
+                raise StructuredOutputError(
+                    f"the model's answer does not match {self.output_schema.__name__} after "
+                    f"{attempts + 1} attempt(s): {error}",
+                    context={
+                        "schema": self.output_schema.__name__,
+                        "attempts": attempts + 1,
+                        "errors": error[:500],
+                    },
+                )
+            attempts += 1
+            convo += [
+                answer,
+                Message.text_message(
+                    f"Your answer does not match the JSON schema {self.output_schema.__name__}: "
+                    f"{error}. Answer again with only a JSON object matching the schema "
+                    f"{orjson.dumps(self.output_schema.model_json_schema()).decode()}",
+                    role="user",
+                ),
+            ]
+            final: Message | None = None
+            async for msg in self._generate(convo, None, False, extra):
+                final = msg
+            assert final is not None
+            answer = final.model_copy(update={"message_id": answer.message_id})
+
+    def parsed(self, message: Message) -> pydantic.BaseModel:
+        """The ``output_schema`` value stored with an answer of this agent.
+
+        Args:
+            message: an assistant message this agent produced (from the state or a result).
+
+        Returns:
+            An instance of ``output_schema``.
+
+        Raises:
+            GraphError: ``GRAPH_001`` the agent has no ``output_schema`` or the message
+                carries no structured output.
+        """
+        data = message.metadata.get("structured_output")
+        if self.output_schema is None or data is None:
+            raise GraphError(
+                "this message carries no structured output (the agent needs output_schema=)",
+                error_code="GRAPH_001",
+                context={"parameter": "output_schema"},
+            )
+        return self.output_schema.model_validate(data)
+
+    # -- node entry points -------------------------------------------------------------------
+    async def node_stream(self, state: Any, config: dict[str, Any] | None = None) -> AsyncIterator[Any]:
+        """The form the graph runs: :meth:`respond`, streaming when the run streams.
+
+        Args:
+            state: the graph state.
+            config: the run's config (unused by the agent itself).
+
+        Yields:
+            What :meth:`respond` yields.
+        """
+        run = current_run()
+        stream = bool(run is not None and getattr(run, "stream", False))
+        async for item in self.respond(state, stream=stream):
+            yield item
+
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Message:
-        """Ask the model for the next assistant message.
+        """Ask the model for the next assistant message (no streaming).
 
         Args:
             state: the graph state (its ``context`` and ``context_summary`` are read).
@@ -294,39 +824,15 @@ class Agent:
             both ``ToolCallBlock`` and OpenAI ``tools_calls`` shapes, each with an id.
 
         Raises:
-            ModelError: ``GRAPH_000`` the model (and every fallback) failed.
-            GraphError: ``GRAPH_004`` the named tool node does not exist.
+            ModelError, StructuredOutputError, GraphError, ValidationError: see
+                :meth:`respond`.
         """
-        tool_node = self.resolve_tool_node()
-        tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
-        messages = self.build_messages(state)
-        run = current_run()
-        attrs = None
-        if enabled():
-            attrs = {ATTR.GENAI_OPERATION: SPAN.AGENT}
-            if run is not None and run.node:
-                attrs[ATTR.NODE] = run.node
-            model_name = getattr(self.model, "model", None)
-            if isinstance(model_name, str):
-                attrs[ATTR.GENAI_REQUEST_MODEL] = model_name
-        with span(SPAN.AGENT, attributes=attrs):
-            models = [self.model, *self.fallbacks]
-            for i, model in enumerate(models):
-                try:
-                    msg = await model.agenerate(messages, tools or None, **self._model_kwargs)
-                    break
-                except ModelError:
-                    if i == len(models) - 1:
-                        raise
-        if not isinstance(msg, Message):
-            raise ModelError(
-                f"the chat model {type(self.model).__name__} returned a "
-                f"{type(msg).__name__}, not a Message",
-                context={"model": type(self.model).__name__},
-            )
-        if msg.role != "assistant":
-            msg = msg.model_copy(update={"role": "assistant"})
-        return normalize_assistant(msg)
+        final: Message | None = None
+        async for item in self.respond(state, stream=False):
+            if isinstance(item, Message) and not item.delta:
+                final = item
+        assert final is not None
+        return final
 
     async def execute(self, state: Any, config: dict[str, Any] | None = None) -> Message:
         """10xGraph's name for :meth:`__call__`."""

@@ -59,6 +59,10 @@ class CompiledGraph(Generic[StateT]):
         self.interrupt_before = frozenset(interrupt_before)
         self.interrupt_after = frozenset(interrupt_after)
         self.node_objects = dict(builder.nodes)
+        #: what Agents with ``trim_context=True`` show their model (``StateGraph(context_manager=)``)
+        self.context_manager = builder.context_manager
+        #: callbacks around model and tool calls (``compile(callback_manager=)``), or ``None``
+        self.callback_manager: Any = None
         #: thread -> UNIX time of the newest in-process stop request (see ``astop``)
         self._local_stops: dict[ThreadKey, float] = {}
         self._running: dict[ThreadKey, int] = {}

@@ -132,7 +132,9 @@ class Node:
                 context={"node": name},
             )
         if getattr(func, "_tenxgraph_node", False):
-            return cls(name, func, True, True, True, False)
+            # An Agent runs through its generator form (token deltas are streamed).
+            gen = "async" if callable(getattr(func, "node_stream", None)) else None
+            return cls(name, func, True, True, True, False, gen)
         ws, wc, ia = _declared(func)
         names = _param_names(func)
         positional = not ("state" in names or "config" in names)
@@ -157,6 +159,8 @@ class Node:
         code; a sync generator's steps each run in a worker thread.
         """
         args, kwargs = self._args(state, config)
+        if getattr(self.func, "_tenxgraph_node", False):
+            return self.func.node_stream(state=state, config=config)
         gen = self.func(*args, **kwargs)
         if self.generator == "async":
             return gen

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, check_arguments
 from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.base_context import BaseContextManager
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START
 
@@ -25,7 +26,6 @@ StateT = TypeVar("StateT", bound=AgentState)
 
 #: Documented 10xGraph constructor arguments whose features tenxgraph does not provide.
 _STATEGRAPH_NOT_SUPPORTED = {
-    "context_manager": "context managers (BaseContextManager) are not implemented in tenxgraph yet",
     "publisher": "10xGraph publishers are not provided; tenxgraph reports through OpenTelemetry "
     "(configure an OpenTelemetry SDK instead)",
     "id_generator": "ids are uuid4 strings; custom id generators are not implemented",
@@ -36,7 +36,6 @@ _STATEGRAPH_NOT_SUPPORTED = {
 _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
-    "callback_manager": "CallbackManager is not implemented in tenxgraph yet",
     # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
     "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
     "id_generator": _STATEGRAPH_NOT_SUPPORTED["id_generator"],
@@ -70,12 +69,16 @@ class StateGraph(Generic[StateT]):
     Args:
         state: the initial state: an instance (copied for each new thread) or a class
             (instantiated with defaults); default ``AgentState``.
-        **kwargs: 10xGraph's documented arguments ``context_manager``, ``publisher``,
-            ``id_generator`` and ``container`` name features tenxgraph does not provide;
-            ``None`` (their default) is accepted, anything else is refused (``GRAPH_010``).
+        context_manager: what an ``Agent`` with ``trim_context=True`` shows its model: a
+            ``BaseContextManager`` (``MessageContextManager``, ``SummaryContextManager`` or
+            your own); ``None`` (default) for none.
+        publisher, id_generator, container: 10xGraph's documented arguments
+            for features tenxgraph does not provide; ``None`` (their default) is accepted,
+            anything else is refused (``GRAPH_010``).
 
     Raises:
-        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance.
+        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance,
+            or ``context_manager`` is not a ``BaseContextManager``.
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
             ``GRAPH_010`` for a documented argument whose feature is not provided.
 
@@ -83,8 +86,23 @@ class StateGraph(Generic[StateT]):
     else its conditional edge, else its static edge; a node with none of these ends the run.
     """
 
-    def __init__(self, state: AgentState | type[AgentState] | None = None, **kwargs: Any) -> None:
-        check_arguments("StateGraph", kwargs, ("state",), _STATEGRAPH_NOT_SUPPORTED)
+    def __init__(
+        self,
+        state: AgentState | type[AgentState] | None = None,
+        context_manager: BaseContextManager[Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        check_arguments(
+            "StateGraph", kwargs, ("state", "context_manager"), _STATEGRAPH_NOT_SUPPORTED
+        )
+        if context_manager is not None and not isinstance(context_manager, BaseContextManager):
+            raise GraphError(
+                "StateGraph(context_manager=...) takes a BaseContextManager (e.g. "
+                f"MessageContextManager(max_messages=10)), got {type(context_manager).__name__}",
+                error_code="GRAPH_001",
+                context={"parameter": "context_manager"},
+            )
+        self.context_manager = context_manager
         if state is None:
             state = AgentState
         if isinstance(state, type):
@@ -267,6 +285,7 @@ class StateGraph(Generic[StateT]):
         interrupt_before: list[str] | None = None,
         interrupt_after: list[str] | None = None,
         shutdown_timeout: float = 30.0,
+        callback_manager: Any = None,
         **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
@@ -277,10 +296,12 @@ class StateGraph(Generic[StateT]):
             interrupt_after: node names; the run pauses after each of them.
             shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
                 before it closes the checkpointer (default 30.0; ``0`` does not wait).
-            **kwargs: 10xGraph's documented arguments ``store``, ``media_store``,
-                ``callback_manager``, ``publisher``, ``id_generator`` and ``lifecycle_hook``
-                name features tenxgraph does not provide; ``None`` is accepted, anything else
-                is refused (``GRAPH_010``).
+            callback_manager: a ``tenxgraph.utils.CallbackManager`` whose callbacks and
+                validators run around the model and tool calls of this graph's ``Agent`` and
+                ``ToolNode`` nodes (``None``: none).
+            store, media_store, publisher, id_generator, lifecycle_hook:
+                10xGraph's documented arguments for features tenxgraph does not provide;
+                ``None`` is accepted, anything else is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
                 pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
@@ -295,7 +316,7 @@ class StateGraph(Generic[StateT]):
         check_arguments(
             "compile",
             kwargs,
-            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout"),
+            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout", "callback_manager"),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
         )
@@ -309,13 +330,34 @@ class StateGraph(Generic[StateT]):
                 f"{shutdown_timeout!r}",
                 context={"argument": "shutdown_timeout", "where": "compile", "did_you_mean": None},
             )
+        if callback_manager is not None:
+            from tenxgraph.utils.callbacks import CallbackManager
+
+            if not isinstance(callback_manager, CallbackManager):
+                raise GraphError(
+                    "compile(callback_manager=...) takes a tenxgraph.utils.CallbackManager, got "
+                    f"{type(callback_manager).__name__}",
+                    error_code="GRAPH_001",
+                    context={"parameter": "callback_manager"},
+                )
         ib, ia = list(interrupt_before or []), list(interrupt_after or [])
         self.validate(ib, ia)
+        if self.context_manager is None:
+            trimming = [n for n, node in self.nodes.items() if getattr(node.func, "trim_context", False) is True]
+            if trimming:
+                raise GraphError(
+                    f"node(s) {trimming} are Agents with trim_context=True, but the graph has no "
+                    "context manager; pass StateGraph(context_manager=MessageContextManager(...))",
+                    error_code="GRAPH_001",
+                    context={"nodes": trimming},
+                )
         if checkpointer is None:
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
             checkpointer = InMemoryCheckpointer()
-        return CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        app = CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        app.callback_manager = callback_manager
+        return app
 
 
 def _command_targets(func: Any) -> tuple[str, ...] | None:

@@ -55,6 +55,16 @@ exact messages the call produced. The node always returns the messages decoded f
 so a first run and a replay return identical messages (same ``message_id``, timestamp and
 content). A tool message built by the node has the deterministic id ``uuid5(call_key)``.
 
+State updates and handoffs: a tool returning
+:class:`~tenxgraph.core.state.tool_result.ToolResult` answers with its ``message`` and updates
+the state fields of its ``state`` dict; a handoff tool (``tenxgraph.prebuilt.tools.
+create_handoff_tool``) is not run: its call is answered ``"Handed off to X."`` and the run goes
+to node ``X``. Both are kept in the ledger entry (``{"v": 1, "messages": [...], "state": {...},
+"goto": "X"}``, the last two only when present), so a replay applies the recorded update and
+route without running anything. When any call updates state or hands off, the node returns a
+``Command(update={"messages": [...], **fields}, goto=...)`` instead of the message list (the
+first handoff in call order wins).
+
 Tool functions: sync tools run in a worker thread (``anyio.to_thread.run_sync``); async tools
 on the event loop. Parameters named ``tool_call_id``, ``state`` and ``config`` are injected when
 declared and never shown to the model. During a call, :func:`tenxgraph.core._context.
@@ -89,6 +99,7 @@ from tenxgraph.core.exceptions import (
     TenxGraphError,
 )
 from tenxgraph.core.state import Message, ToolCallBlock, ToolResultBlock
+from tenxgraph.core.state.tool_result import ToolResult
 from tenxgraph.storage import serde
 from tenxgraph.storage.base import LedgerEntry
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, span
@@ -96,6 +107,9 @@ from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, span
 from ._schema import ToolSpec, build_tool_spec, format_validation_error
 
 __all__ = ["ToolNode", "call_key_for", "pending_tool_calls"]
+
+#: What one call produced: its messages, state updates and handoff target.
+_Outcome = tuple[list[Message], dict[str, Any], str | None]
 
 logger = logging.getLogger(__name__)
 
@@ -212,17 +226,29 @@ class ToolNode:
     def __init__(self, functions: Iterable[Callable[..., Any]]) -> None:
         self._tools: dict[str, ToolSpec] = {}
         for func in functions:
-            try:
-                spec = _spec(func)
-            except TypeError as exc:
-                raise GraphError(str(exc), error_code="GRAPH_001") from None
-            if spec.name in self._tools:
-                raise GraphError(
-                    f"two tools are named {spec.name!r}; rename one with @tool(name=...)",
-                    error_code="GRAPH_001",
-                    context={"tool": spec.name},
-                )
-            self._tools[spec.name] = spec
+            self.add_tool(func)
+
+    def add_tool(self, func: Callable[..., Any]) -> None:
+        """Register one more tool (offered from the next model call on).
+
+        Args:
+            func: a sync or async function, bound method, ``functools.partial`` or callable
+                object, optionally decorated with ``tenxgraph.utils.tool``.
+
+        Raises:
+            GraphError: ``GRAPH_001`` the name is taken or ``func`` is not callable.
+        """
+        try:
+            spec = _spec(func)
+        except TypeError as exc:
+            raise GraphError(str(exc), error_code="GRAPH_001") from None
+        if spec.name in self._tools:
+            raise GraphError(
+                f"two tools are named {spec.name!r}; rename one with @tool(name=...)",
+                error_code="GRAPH_001",
+                context={"tool": spec.name},
+            )
+        self._tools[spec.name] = spec
 
     def __repr__(self) -> str:
         return f"ToolNode({list(self._tools)})"
@@ -255,6 +281,16 @@ class ToolNode:
             out.append(orjson.loads(orjson.dumps(spec.openai_schema())))
         return out
 
+    def get_local_tool(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The schemas of the tools with at least one of ``tags`` (all without ``tags``), in
+        OpenAI's function-calling shape (10xGraph's name for :meth:`tool_schemas`)."""
+        return self.tool_schemas(tags)
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        """Every tool's schema exactly as it is sent to the model (OpenAI's function-calling
+        shape ``{"type": "function", "function": {"name", "description", "parameters"}}``)."""
+        return self.tool_schemas()
+
     async def all_tools(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Async twin of :meth:`tool_schemas` (10xGraph's ``await tool_node.all_tools()``)."""
         return self.tool_schemas(tags)
@@ -264,7 +300,7 @@ class ToolNode:
         return self.tool_schemas(tags)
 
     # -- execution ---------------------------------------------------------------------------------
-    async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> list[Message]:
+    async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the pending tool calls of the last assistant message of ``state.context``.
 
         Args:
@@ -273,7 +309,9 @@ class ToolNode:
                 disables) bounds each call; passed to tools declaring ``config``.
 
         Returns:
-            The tool messages, in the order of the calls (``[]`` when nothing is pending).
+            The tool messages, in the order of the calls (``[]`` when nothing is pending); or,
+            when a call returned a ``ToolResult`` with state or was a handoff, a
+            ``Command(update={"messages": [...], **fields}, goto=node_or_None)``.
 
         Raises:
             LedgerWriteError: ``STORAGE_LEDGER_001``: a result could not be recorded; the run
@@ -297,7 +335,7 @@ class ToolNode:
                 seen.add(key)
                 unique.append(call)
         calls = unique
-        results: list[list[Message] | None] = [None] * len(calls)
+        results: list[_Outcome | None] = [None] * len(calls)
         errors: list[BaseException | None] = [None] * len(calls)
 
         cancelled = anyio.get_cancelled_exc_class()
@@ -318,9 +356,57 @@ class ToolNode:
                     tg.start_soon(one, i, call)
         _raise_failures([e for e in errors if e is not None])
         out: list[Message] = []
-        for msgs in results:
-            out.extend(msgs or ())
-        return out
+        updates: dict[str, Any] = {}
+        goto: str | None = None
+        for outcome in results:
+            if outcome is None:
+                continue
+            msgs, upd, target = outcome
+            out.extend(msgs)
+            updates.update(_typed_updates(upd, state))
+            if target is not None and goto is None:
+                goto = target
+        if not updates and goto is None:
+            return out
+        from tenxgraph.utils.command import Command
+
+        return Command(update={"messages": out, **updates}, goto=goto)
+
+    async def invoke(
+        self,
+        name: str,
+        args: dict[str, Any] | None = None,
+        tool_call_id: str | None = None,
+        config: dict[str, Any] | None = None,
+        state: Any = None,
+    ) -> Message:
+        """Run one tool directly, outside the model's loop (tests, scripts).
+
+        No ledger is used: the tool runs every time it is invoked. Failures answer as in a
+        graph run (an error tool message, ``is_error=True``).
+
+        Args:
+            name: the tool's name.
+            args: its arguments (a JSON object).
+            tool_call_id: the call id to answer (default: a fresh one); injected into tools
+                declaring ``tool_call_id``.
+            config: passed to tools declaring ``config``; ``tool_timeout`` applies.
+            state: passed to tools declaring ``state``.
+
+        Returns:
+            The tool message answering the call (``role="tool"``).
+        """
+        from tenxgraph.models.base import new_tool_call_id
+
+        call = ToolCallBlock(id=tool_call_id or new_tool_call_id(), name=name, args=dict(args or {}))
+        key = call_key_for("invoke", call)
+        with span(SPAN.TOOL, attributes={ATTR.TOOL_NAME: name, ATTR.TOOL_CALL_ID: call.id}) as sp:
+            token = _TOOL_CALL.set(ToolCallContext(tool_call_id=call.id, name=name, call_key=key))
+            try:
+                msgs, _, _ = await self._execute(self._tools.get(name), call, key, state, config or {}, sp)
+            finally:
+                _TOOL_CALL.reset(token)
+        return next((m for m in msgs if m.role == "tool"), msgs[0])
 
     async def _run_call(
         self,
@@ -329,7 +415,7 @@ class ToolNode:
         state: Any,
         config: dict[str, Any],
         run: RunContext | None,
-    ) -> list[Message]:
+    ) -> _Outcome:
         key = call_key_for(assistant.message_id, call)
         spec = self._tools.get(call.name)
         attrs = {ATTR.TOOL_NAME: call.name, ATTR.TOOL_CALL_ID: call.id}
@@ -347,12 +433,12 @@ class ToolNode:
                 ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
             )
             try:
-                messages = await self._execute(spec, call, key, state, config, sp)
+                outcome = await self._execute(spec, call, key, state, config, sp)
             finally:
                 _TOOL_CALL.reset(token)
             if run is not None:
                 run.stats["tool_runs"] = run.stats.get("tool_runs", 0) + 1
-            data = self._encode(messages, call, key)
+            data = self._encode(outcome, call, key)
             if checkpointer is None:
                 return _decode(data)
             winner = await self._ledger_write(checkpointer, config, key, call, data)
@@ -370,7 +456,7 @@ class ToolNode:
     # -- ledger ------------------------------------------------------------------------------------
     async def _ledger_read(
         self, checkpointer: Any, config: dict[str, Any], key: str, call: ToolCallBlock, sp: Any
-    ) -> list[Message] | None:
+    ) -> _Outcome | None:
         timeout = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
         budget = LEDGER_READ_RETRY_S if timeout is None else min(LEDGER_READ_RETRY_S, float(timeout))
         deadline = anyio.current_time() + budget
@@ -459,28 +545,41 @@ class ToolNode:
         state: Any,
         config: dict[str, Any],
         sp: Any,
-    ) -> list[Message]:
+    ) -> _Outcome:
         """Run one call; every failure becomes an error tool message."""
         timeout_s = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
         if spec is None:
             names = ", ".join(self._tools) or "(none)"
-            return [
+            return _only([
                 _error_message(call, key, f"unknown tool {call.name!r}; available tools: {names}")
-            ]
+            ])
         if "__raw_arguments__" in call.args and "__raw_arguments__" not in spec.arg_names:
             raw = str(call.args["__raw_arguments__"])
             shown = raw if len(raw) <= 200 else raw[:197] + "..."
-            return [
+            return _only([
                 _error_message(
                     call,
                     key,
                     f"the arguments for tool {call.name!r} are not a JSON object: {shown}",
                 )
-            ]
+            ])
+        is_handoff = getattr(spec.func, "__handoff_tool__", False) is True
+        if is_handoff:
+            return self._handoff(spec, call, key)
+        cbm, cb_ctx, cb_input = _tool_callbacks(call)
+        args = call.args
+        if cbm is not None:
+            try:
+                cb_input = await cbm.execute_before_invoke(cb_ctx, cb_input)
+            except Exception as exc:  # noqa: BLE001 - a blocking callback answers the model
+                _tool_failed(sp, call, exc)
+                return _only([_error_message(call, key, f"tool {call.name!r} was blocked: {exc}")])
+            if isinstance(cb_input, dict) and isinstance(cb_input.get("args"), dict):
+                args = cb_input["args"]
         try:
-            kwargs = spec.validate_args(call.args)
+            kwargs = spec.validate_args(args)
         except pydantic.ValidationError as exc:
-            return [_error_message(call, key, format_validation_error(call.name, exc))]
+            return _only([_error_message(call, key, format_validation_error(call.name, exc))])
         if "tool_call_id" in spec.injected:
             kwargs["tool_call_id"] = call.id
         if "state" in spec.injected:
@@ -499,33 +598,89 @@ class ToolNode:
                 if inspect.isawaitable(value):
                     value = await value
         except Exception as exc:  # noqa: BLE001 - a failing tool answers the model, not the run
-            if isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+            recovered = None
+            if cbm is not None and not getattr(exc, "_tenxgraph_propagate", False):
+                recovered = await cbm.execute_on_error(cb_ctx, cb_input, exc)
+            if recovered is not None:
+                value = recovered
+            elif isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
                 _tool_failed(sp, call, exc)
-                return [
+                return _only([
                     _error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")
-                ]
-            if getattr(exc, "_tenxgraph_propagate", False):
+                ])
+            elif getattr(exc, "_tenxgraph_propagate", False):
                 raise
-            _tool_failed(sp, call, exc)
-            detail = str(exc) if not isinstance(exc, TenxGraphError) else exc.message
-            text = f"tool {call.name!r} raised {type(exc).__name__}"
-            return [_error_message(call, key, f"{text}: {detail}" if detail else text)]
+            else:
+                _tool_failed(sp, call, exc)
+                detail = str(exc) if not isinstance(exc, TenxGraphError) else exc.message
+                text = f"tool {call.name!r} raised {type(exc).__name__}"
+                return _only([_error_message(call, key, f"{text}: {detail}" if detail else text)])
+        if cbm is not None:
+            try:
+                value = await cbm.execute_after_invoke(cb_ctx, cb_input, value)
+            except Exception as exc:  # noqa: BLE001 - a failing callback answers the model
+                _tool_failed(sp, call, exc)
+                return _only([_error_message(call, key, f"an after-invoke callback of tool {call.name!r} failed: {exc}")])
+        if isinstance(value, ToolResult):
+            bad = _bad_state_keys(value.state, state)
+            if bad:
+                return _only([
+                    _error_message(
+                        call,
+                        key,
+                        f"tool {call.name!r} returned a ToolResult updating {bad}, which are not "
+                        f"fields of the graph state {type(state).__name__}",
+                    )
+                ])
+            try:
+                return _result_messages(value.message, call, key), dict(value.state), None
+            except Exception as exc:  # noqa: BLE001 - a value with no JSON form
+                _tool_failed(sp, call, exc)
+                return _only([
+                    _error_message(call, key, f"tool {call.name!r} returned a message that cannot be stored")
+                ])
         try:
-            return _result_messages(value, call, key)
+            return _only(_result_messages(value, call, key))
         except Exception as exc:  # noqa: BLE001 - a value with no JSON form
             _tool_failed(sp, call, exc)
-            return [
+            return _only([
                 _error_message(
                     call,
                     key,
                     f"tool {call.name!r} returned a {type(value).__name__} that cannot be "
                     "stored as JSON; return a str, a JSON-compatible value or a Message",
                 )
-            ]
+            ])
 
-    def _encode(self, messages: list[Message], call: ToolCallBlock, key: str) -> bytes:
+    def _handoff(self, spec: ToolSpec, call: ToolCallBlock, key: str) -> _Outcome:
+        """Answer a handoff call and name the node to go to (module docstring)."""
+        target = str(getattr(spec.func, "__target_agent__", "") or "")
+        run = current_run()
+        nodes = list(run.nodes) if run is not None else []
+        node = target if target in nodes else None
+        if node is None:
+            folded = [n for n in nodes if n.lower() == target.lower()]
+            node = folded[0] if len(folded) == 1 else None
+        if node is None:
+            where = f"; nodes: {', '.join(nodes)}" if nodes else " (outside a graph run)"
+            return _only([_error_message(call, key, f"cannot hand off: no node named {target!r}{where}")])
+        msg = Message.tool_message(
+            f"Handed off to {node}.",
+            tool_call_id=call.id,
+            message_id=_message_id(key),
+            meta={"tool_name": call.name, "handoff": node},
+        )
+        return [msg], {}, node
+
+    def _encode(self, outcome: _Outcome, call: ToolCallBlock, key: str) -> bytes:
+        messages, updates, goto = outcome
+        record: dict[str, Any] = {"v": _LEDGER_FORMAT, "messages": messages}
+        if updates:
+            record["state"] = updates
+        if goto is not None:
+            record["goto"] = goto
         try:
-            return serde.dumps({"v": _LEDGER_FORMAT, "messages": messages})
+            return serde.dumps(record)
         except SerializationError as exc:
             where = exc.context.get("path", "$")
             bad = exc.context.get("type", "value")
@@ -634,8 +789,63 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
     ]
 
 
-def _decode(data: bytes, thread_id: Any = None) -> list[Message]:
-    """The messages of a ledger ``result`` (format ``{"v": 1, "messages": [...]}``).
+def _tool_callbacks(call: ToolCallBlock) -> tuple[Any, Any, dict[str, Any]]:
+    """``(manager, context, input)`` for the TOOL callbacks of the running graph, or
+    ``(None, None, input)`` when it has none."""
+    data = {"name": call.name, "args": dict(call.args), "tool_call_id": call.id}
+    run = current_run()
+    cbm = getattr(getattr(run, "graph", None), "callback_manager", None)
+    if cbm is None or run is None:
+        return None, None, data
+    from tenxgraph.utils.callbacks import CallbackContext, InvocationType
+
+    if not cbm.has_callbacks(InvocationType.TOOL):
+        return None, None, data
+    ctx = CallbackContext(
+        invocation_type=InvocationType.TOOL,
+        node_name=run.node,
+        function_name=call.name,
+        metadata={
+            "thread_id": run.config.get("thread_id"),
+            "run_id": run.config.get("run_id"),
+            "tool_call_id": call.id,
+        },
+    )
+    return cbm, ctx, data
+
+
+def _only(messages: list[Message]) -> _Outcome:
+    return messages, {}, None
+
+
+def _bad_state_keys(updates: dict[str, Any], state: Any) -> list[str]:
+    """Keys of a ``ToolResult.state`` that are not updatable fields of the graph state."""
+    fields = getattr(type(state), "model_fields", None)
+    if not isinstance(updates, dict):
+        return ["(not a dict)"]
+    return sorted(
+        str(k)
+        for k in updates
+        if k in ("context", "execution_meta") or (fields is not None and k not in fields)
+    )
+
+
+def _typed_updates(updates: dict[str, Any], state: Any) -> dict[str, Any]:
+    """Recorded ``ToolResult`` updates validated to the state's field types (the ledger
+    holds their JSON form: a date comes back as a date, a model as a model)."""
+    fields = getattr(type(state), "model_fields", None)
+    if not updates or fields is None:
+        return dict(updates)
+    out: dict[str, Any] = {}
+    for k, v in updates.items():
+        info = fields.get(k)
+        out[k] = pydantic.TypeAdapter(info.annotation).validate_python(v) if info is not None else v
+    return out
+
+
+def _decode(data: bytes, thread_id: Any = None) -> _Outcome:
+    """The outcome of a ledger ``result`` (format ``{"v": 1, "messages": [...], "state"?: {...},
+    "goto"?: str}``): the tool's messages, its state updates and its handoff target.
 
     Raises:
         SerializationError: ``STORAGE_SERIALIZATION_000`` when the bytes are not in that format
@@ -661,4 +871,10 @@ def _decode(data: bytes, thread_id: Any = None) -> list[Message]:
                 f"message {i} of a stored ledger result of thread {tid!r} cannot be decoded",
                 context={"thread_id": tid, "version": None, "path": f"$.messages[{i}]", "type": "ValidationError"},
             ) from None
-    return out
+    updates = obj.get("state") or {}
+    goto = obj.get("goto")
+    return (
+        out,
+        dict(updates) if isinstance(updates, dict) else {},
+        goto if isinstance(goto, str) else None,
+    )

@@ -1,6 +1,8 @@
 """State model: ``AgentState``, ``Message``, content blocks, reducers and stream chunks."""
 
 from .agent_state import AgentState, reducers_of
+from .base_context import BaseContextManager
+from .context_manager import MessageContextManager
 from .execution import ExecutionState, ExecutionStatus, StopRequestStatus
 from .message import Message, TokenUsages
 from .message_block import (
@@ -22,12 +24,14 @@ from .message_block import (
 )
 from .reducers import MessageList, add_messages, append_items, replace_messages, replace_value
 from .stream_chunks import StreamChunk, StreamEvent
+from .summary_context import SummaryContextManager
 
 __all__ = [
     "AgentState",
     "AnnotationBlock",
     "AnnotationRef",
     "AudioBlock",
+    "BaseContextManager",
     "ContentBlock",
     "DataBlock",
     "DocumentBlock",
@@ -37,12 +41,14 @@ __all__ = [
     "ImageBlock",
     "MediaRef",
     "Message",
+    "MessageContextManager",
     "MessageList",
     "ReasoningBlock",
     "RemoteToolCallBlock",
     "StopRequestStatus",
     "StreamChunk",
     "StreamEvent",
+    "SummaryContextManager",
     "TextBlock",
     "TokenUsages",
     "ToolCallBlock",
