@@ -77,8 +77,9 @@ def test_every_command_has_help(argv, capsys):
 
 def test_usage_errors_exit_2(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        main(["replay"])
+        main(["replay", "--workers", "two"])
     assert exc.value.code == EXIT_USAGE
+    assert main(["replay", "--workers", "0", "--quiet"]) == EXIT_USAGE
     assert main(["replay", str(tmp_path / "missing.jsonl"), "--quiet"]) == EXIT_USAGE
     with pytest.raises(SystemExit) as exc:
         main([])  # no command: one line on stderr, like every usage error
