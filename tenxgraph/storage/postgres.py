@@ -806,7 +806,16 @@ class PostgresStore:
         rows = yield self._q["MIGRATION_VERSION"], {}
         found = int(rows[0][0])
         self._check_version(found)
+        yield from self._locked_layout_check(found)
         return found
+
+    def _locked_layout_check(self, found: int) -> Generator[_Op, _Rows, None]:
+        """Under the lock: with ``partitions=N``, refuse tables another process created in
+        the meantime with another layout (the lock-free look of :meth:`_probe_plan` may have
+        seen no tables yet)."""
+        if self.partitions is not None and found >= 1:
+            rows = yield self._q["TABLE_LAYOUT"], {"qualified": self._threads_table}
+            self._check_layout(rows)
 
     def _step_plan(self, target: int) -> Generator[_Op, _Rows, None]:
         """Under the lock: apply step ``target`` unless another process already did."""
@@ -814,6 +823,7 @@ class PostgresStore:
         rows = yield self._q["MIGRATION_VERSION"], {}
         found = int(rows[0][0])
         self._check_version(found)
+        yield from self._locked_layout_check(found)
         if found >= target:
             return
         if found != target - 1:  # pragma: no cover - steps are applied in order
