@@ -430,3 +430,56 @@ def test_redis_cluster_options_are_checked(pg_dsn: str) -> None:
     with pytest.raises(ConfigError) as err:
         RedisCache(client=client, cluster=True)
     assert err.value.context == {"key": "cluster"}
+
+
+async def test_redis_cluster_flag_on_a_plain_redis_is_refused(
+    pg_dsn: str, pg_schema: str, redis_url: str, redis_cluster_url: str
+) -> None:
+    """redis_cluster=True pointed at a Redis that is not a cluster fails setup with CONFIG_001
+    instead of "schema ready" and a warning on every cache call."""
+    from tenxgraph.storage.redis import RedisCache
+
+    with pytest.raises(ConfigError) as err:
+        await RedisCache(redis_url, cluster=True).acheck()
+    assert err.value.error_code == "CONFIG_001"
+    assert err.value.context == {"key": "redis_cluster"}
+    assert "is not a cluster" in str(err.value) and "drop redis_cluster=True" in str(err.value)
+    await RedisCache(redis_cluster_url, cluster=True).acheck()  # a cluster node: fine
+    await RedisCache(redis_url).acheck()  # no cluster asked: nothing to check
+    await RedisCache("redis://127.0.0.1:1", cluster=True, timeout_s=0.5).acheck()  # unreachable
+
+    cp = PgCheckpointer(pg_dsn, schema=pg_schema, redis_url=redis_url, redis_cluster=True)
+    try:
+        with pytest.raises(ConfigError) as err:
+            await cp.asetup()
+        assert err.value.context == {"key": "redis_cluster"}
+        with pytest.raises(ConfigError) as err:  # the first call of an app that skipped setup
+            await cp.aget_state({"thread_id": "t"})
+        assert err.value.context == {"key": "redis_cluster"}
+    finally:
+        await cp.aclose()
+    ok = PgCheckpointer(pg_dsn, schema=pg_schema, redis_url=redis_cluster_url, redis_cluster=True)
+    try:
+        await ok.asetup()
+    finally:
+        await ok.aclose()
+
+
+def test_cli_setup_refuses_redis_cluster_on_a_plain_redis(
+    pg_dsn: str, pg_schema: str, redis_url: str
+) -> None:
+    """``tenxgraph setup --redis-cluster`` at a plain Redis: exit 2 with the reason."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenxgraph.cli", "setup", "--dsn", pg_dsn, "--schema", pg_schema,
+         "--redis-url", redis_url, "--redis-cluster"],
+        capture_output=True, text=True, timeout=120, cwd=root, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "is not a cluster" in proc.stderr and "schema ready" not in proc.stdout
