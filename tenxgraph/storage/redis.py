@@ -40,8 +40,9 @@ before or after its commit therefore costs source reads for the thread until its
 write or a fill, never a stale read. An invalidation keeps the floor (it may protect another
 writer in flight); deleting the thread drops it (version numbers start again at 1).
 
-When Redis fails for connection reasons the tier marks itself down for
-``reconnect_backoff_s`` seconds (calls are misses without touching the network) and a
+When Redis fails for connection reasons (a lost or refused connection, a timeout, a Redis
+Cluster that is down or reconfiguring, or any non-Redis exception out of the client) the tier
+marks itself down for ``reconnect_backoff_s`` seconds (calls are misses without touching the network) and a
 background probe retries every ``reconnect_backoff_s``: the tier reconnects by itself when
 Redis is back, even when idle. Threads whose write-through or invalidation could not reach
 Redis are remembered and their keys deleted first thing after reconnection, so data Redis kept
@@ -471,7 +472,8 @@ class RedisCache:
             ``redis.asyncio.cluster.RedisCluster``, which discovers the other nodes and sends
             each call to the master of its slot (every key of a thread is in one slot, see the
             key layout). A ``RedisCluster`` can also be passed as ``client``. A master that
-            fails is a cache miss like any other failure.
+            fails, or a cluster that is down or reconfiguring, is a cache failure with backoff
+            like a lost connection; :meth:`acheck` refuses a ``url`` that is not a cluster.
 
     Raises:
         ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``prefix`` with
@@ -1016,8 +1018,8 @@ class RedisCache:
 
     def stats(self) -> dict[str, int]:
         """Counters since creation: ``hits``, ``misses``, ``writes`` (write-throughs and fills
-        that reached Redis), ``failures`` (calls that were down, timed out or lost the
-        connection), ``garbage`` (unparseable answers), ``pending`` (reads, stamp reads and
+        that reached Redis), ``failures`` (calls that were down, timed out, lost the
+        connection, met a cluster that is down, or failed inside the client), ``garbage`` (unparseable answers), ``pending`` (reads, stamp reads and
         refused fills that found a write in flight), and ``dirty`` (threads waiting for
         deletion after an outage)."""
         return {**self._stats, "dirty": len(self._dirty)}
