@@ -63,6 +63,7 @@ drops the thread from every tier.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import logging
 import time
@@ -547,6 +548,7 @@ class RedisCache:
         if "port" in kw:
             self._server_attrs[ATTR.SERVER_PORT] = int(kw["port"])
         self._given_scripts = _Scripts(client)
+        weakref.finalize(self, _cancel_guards, self._loops).atexit = False
         self._get_script = self._script("get")
         self._put_script = self._script("put")
         self._stamp_script = self._script("stamp")
@@ -593,7 +595,16 @@ class RedisCache:
             else:
                 client = self._factory.from_url(self._url, **self._client_kwargs)
             entry = _LoopClient(client, _Scripts(client))
-            entry.guard = loop.create_task(_close_on_loop_shutdown(client))
+            # held by _GUARDS, not only by this tier: a tier collected without aclose() must
+            # not destroy a pending task (its finalizer cancels the guard, which then closes
+            # the client on its loop); a fresh context, so the task holds nothing of the caller
+            entry.guard = loop.create_task(
+                _close_on_loop_shutdown(client),
+                name="tenxgraph-redis-client-guard",
+                context=contextvars.Context(),
+            )
+            _GUARDS.add(entry.guard)
+            entry.guard.add_done_callback(_GUARDS.discard)
             self._loops[loop] = entry
         return entry
 
@@ -1249,6 +1260,19 @@ class _LoopClient:
         self.client = client
         self.scripts = scripts
         self.guard: asyncio.Task[None] | None = None
+
+
+#: The pending client guards of every tier (a loop keeps only weak references to its tasks).
+_GUARDS: set[asyncio.Task[None]] = set()
+
+
+def _cancel_guards(loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient]) -> None:
+    """Finalizer of a tier collected without ``aclose()``: let each loop's guard close its
+    client now, on its own loop (thread-safe)."""
+    for loop, entry in list(loops.items()):
+        guard = entry.guard
+        if guard is not None and not guard.done() and not loop.is_closed():
+            loop.call_soon_threadsafe(guard.cancel)
 
 
 async def _close_on_loop_shutdown(client: aioredis.Redis) -> None:
