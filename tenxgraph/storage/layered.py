@@ -159,8 +159,18 @@ class LayeredStore:
     # ------------------------------------------------------------------ lifecycle
 
     async def asetup(self) -> None:
-        """Create or migrate the source's schema (idempotent; see the source)."""
+        """Create or migrate the source's schema (idempotent; see the source), then let each
+        cache tier with an ``acheck()`` method check its configuration against its server
+        (e.g. ``RedisCache`` with ``cluster=True`` refuses a Redis that is not a cluster).
+
+        Raises:
+            ConfigError: (``CONFIG_001``) a cache tier is misconfigured for its server.
+        """
         await self.source.asetup()
+        for cache in self.caches:
+            check = getattr(cache, "acheck", None)
+            if check is not None:
+                await check()
 
     async def aclose(self) -> None:
         """Close every cache tier, then the source; idempotent. A cache failing to close is

@@ -209,13 +209,14 @@ class PostgresStore:
             ``prepare_threshold=None``): one extra query per store and event loop.
             ``"pgbouncer"``: a transaction-mode pooler that does not keep server-side
             prepared statements (PgBouncer before 1.21, or with
-            ``max_prepared_statements = 0``): never prepare, no detection. ``None``: a direct
-            connection, or a pooler that keeps prepared statements (PgBouncer 1.21+ with
-            ``max_prepared_statements`` > 0): prepare after ``prepare_threshold``
-            executions, no detection. In every mode, a statement that fails because a
-            pooler lost its prepared statement (SQLSTATE 26000 or 42P05, raised before it
-            runs) is retried unprepared, and the store stops preparing (one warning on the
-            ``tenxgraph.postgres`` logger).
+            ``max_prepared_statements = 0``): never prepare, no detection. ``None``: only for
+            a direct connection or a pooler that keeps prepared statements (PgBouncer 1.21+
+            with ``max_prepared_statements`` > 0): prepare after ``prepare_threshold``
+            executions, no detection; through an older pooler another client's statement
+            of the same psycopg name (``_pg3_N``) could run instead of ours. A statement that
+            fails because a pooler lost its prepared statement (SQLSTATE 26000 or 42P05,
+            raised before it runs) is retried unprepared, and the store stops preparing (one
+            warning on the ``tenxgraph.postgres`` logger).
         partitions: ``None`` (default) for the plain layout; an int N (1 to 1024) to have
             ``setup`` create the thread-keyed tables hash-partitioned on ``thread_id`` into N
             partitions. Only a fresh schema can be created partitioned; the statements are the
@@ -814,7 +815,16 @@ class PostgresStore:
         rows = yield self._q["MIGRATION_VERSION"], {}
         found = int(rows[0][0])
         self._check_version(found)
+        yield from self._locked_layout_check(found)
         return found
+
+    def _locked_layout_check(self, found: int) -> Generator[_Op, _Rows, None]:
+        """Under the lock: with ``partitions=N``, refuse tables another process created in
+        the meantime with another layout (the lock-free look of :meth:`_probe_plan` may have
+        seen no tables yet)."""
+        if self.partitions is not None and found >= 1:
+            rows = yield self._q["TABLE_LAYOUT"], {"qualified": self._threads_table}
+            self._check_layout(rows)
 
     def _step_plan(self, target: int) -> Generator[_Op, _Rows, None]:
         """Under the lock: apply step ``target`` unless another process already did."""
@@ -822,6 +832,7 @@ class PostgresStore:
         rows = yield self._q["MIGRATION_VERSION"], {}
         found = int(rows[0][0])
         self._check_version(found)
+        yield from self._locked_layout_check(found)
         if found >= target:
             return
         if found != target - 1:  # pragma: no cover - steps are applied in order

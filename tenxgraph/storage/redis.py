@@ -40,8 +40,9 @@ before or after its commit therefore costs source reads for the thread until its
 write or a fill, never a stale read. An invalidation keeps the floor (it may protect another
 writer in flight); deleting the thread drops it (version numbers start again at 1).
 
-When Redis fails for connection reasons the tier marks itself down for
-``reconnect_backoff_s`` seconds (calls are misses without touching the network) and a
+When Redis fails for connection reasons (a lost or refused connection, a timeout, a Redis
+Cluster that is down or reconfiguring, or any non-Redis exception out of the client) the tier
+marks itself down for ``reconnect_backoff_s`` seconds (calls are misses without touching the network) and a
 background probe retries every ``reconnect_backoff_s``: the tier reconnects by itself when
 Redis is back, even when idle. Threads whose write-through or invalidation could not reach
 Redis are remembered and their keys deleted first thing after reconnection, so data Redis kept
@@ -73,8 +74,14 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    RedisClusterException,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tenxgraph._redact import secret_candidates
@@ -99,6 +106,23 @@ _FMT = "1"
 
 #: At most this many threads are remembered for deletion after an outage.
 _MAX_DIRTY = 10_000
+
+#: Errors meaning "Redis cannot serve now", not "Redis answered something we cannot use":
+#: connection and timeout failures, and a Redis Cluster that is down, failing over or
+#: reconfiguring (``ClusterDownError`` and ``MasterDownError`` are ``ClusterError``s;
+#: ``SlotNotCoveredError`` is a ``RedisClusterException``; ``AskError`` / ``MovedError``
+#: escape only when the redirections never settle). They mark the tier down (backoff, one
+#: warning per outage, counted as ``failures``).
+_UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    TimeoutError,
+    OSError,
+    ClusterError,
+    TryAgainError,
+    AskError,
+    RedisClusterException,
+)
 
 # KEYS: meta, msgs, pending. ARGV: 1 owner digest, 2 fmt.
 # Returns the entry, false (nothing for this owner), 0 (garbage, deleted) or -1 (a write is in
@@ -485,7 +509,8 @@ class RedisCache:
             ``redis.asyncio.cluster.RedisCluster``, which discovers the other nodes and sends
             each call to the master of its slot (every key of a thread is in one slot, see the
             key layout). A ``RedisCluster`` can also be passed as ``client``. A master that
-            fails is a cache miss like any other failure.
+            fails, or a cluster that is down or reconfiguring, is a cache failure with backoff
+            like a lost connection; :meth:`acheck` refuses a ``url`` that is not a cluster.
 
     Raises:
         ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``url`` whose
@@ -859,6 +884,39 @@ class RedisCache:
                 self._mark_dirty(tid)
                 self._garbage(sp, tid, type(exc).__name__)
 
+    async def acheck(self) -> None:
+        """Check the configuration against the server, once, at setup (run by
+        ``LayeredStore.asetup`` and so by ``PgCheckpointer.asetup`` and the first call of a
+        checkpointer).
+
+        With ``cluster=True`` (and ``url``), asks the node ``INFO cluster`` on a plain
+        connection: a Redis that is not cluster-enabled would otherwise fail every cache call.
+        A server that cannot be reached now is not an error here (the tier is optional: its
+        calls are misses until it answers).
+
+        Raises:
+            ConfigError: (``CONFIG_001``, ``context["key"] == "redis_cluster"``) ``cluster=True``
+                but the Redis at ``url`` is not a cluster node.
+        """
+        if self._factory is not RedisCluster or self._url is None:
+            return
+        probe = aioredis.Redis.from_url(self._url, **self._client_kwargs)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                info = await probe.info("cluster")
+        except Exception as exc:  # noqa: BLE001 - unreachable now: the calls will back off
+            logger.debug("Redis at %s not checked: %s", self._where, type(exc).__name__)
+            return
+        finally:
+            await probe.aclose()
+        if str(info.get("cluster_enabled", "1")) == "0":
+            raise ConfigError(
+                f"the Redis at {self._where} is not a cluster (cluster_enabled:0); "
+                "drop redis_cluster=True (or cluster=True), or point it at a node of a "
+                "Redis Cluster",
+                context={"key": "redis_cluster"},
+            )
+
     async def aclose(self) -> None:
         """Close the connection pool when this tier created it; idempotent."""
         if self._closed:
@@ -1008,8 +1066,8 @@ class RedisCache:
 
     def stats(self) -> dict[str, int]:
         """Counters since creation: ``hits``, ``misses``, ``writes`` (write-throughs and fills
-        that reached Redis), ``failures`` (calls that were down, timed out or lost the
-        connection), ``garbage`` (unparseable answers), ``pending`` (reads, stamp reads and
+        that reached Redis), ``failures`` (calls that were down, timed out, lost the
+        connection, met a cluster that is down, or failed inside the client), ``garbage`` (unparseable answers), ``pending`` (reads, stamp reads and
         refused fills that found a write in flight), and ``dirty`` (threads waiting for
         deletion after an outage)."""
         return {**self._stats, "dirty": len(self._dirty)}
@@ -1041,8 +1099,16 @@ class RedisCache:
                 if self._dirty or self._dirty_overflow:
                     await self._flush_dirty()
                 result = await fn(*args)
-        except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
+        except _UNAVAILABLE_ERRORS as exc:
             self._mark_down(exc)
+            raise _Unavailable(type(exc).__name__) from exc
+        except RedisError:
+            raise  # Redis answered (a script error, a wrong type): the caller's garbage path
+        except Exception as exc:  # noqa: BLE001 - see below
+            # Only redis-py runs in this try (the calls above are the client's): anything else
+            # escaping it, e.g. an AttributeError of the cluster client on a node object reset
+            # while a failover reinitialises it, is a failing client, not unusable data.
+            self._mark_down(exc, unexpected=True)
             raise _Unavailable(type(exc).__name__) from exc
         if self._down:
             self._mark_up()
@@ -1077,18 +1143,21 @@ class RedisCache:
         else:
             self._dirty_overflow = True
 
-    def _mark_down(self, exc: BaseException) -> None:
-        """Back off for ``reconnect_backoff_s`` after a connection-level failure; warn once per
+    def _mark_down(self, exc: BaseException, *, unexpected: bool = False) -> None:
+        """Back off for ``reconnect_backoff_s`` after a connection-level failure (or an
+        ``unexpected`` exception of the client, logged with its traceback); warn once per
         outage and start the reconnection probe."""
         self._down_until = time.monotonic() + self.reconnect_backoff_s
         if not self._down:
             self._down = True
             logger.warning(
-                "Redis cache at %s unavailable (%s); reading and writing without it, "
+                "Redis cache at %s unavailable (%s%s); reading and writing without it, "
                 "retrying every %.2f s",
                 self._where,
+                "unexpected error of the Redis client: " if unexpected else "",
                 type(exc).__name__,
                 self.reconnect_backoff_s,
+                exc_info=exc if unexpected else None,
             )
         self._start_probe()
 
@@ -1110,8 +1179,9 @@ class RedisCache:
         self._probe = loop.create_task(self._probe_loop(), name="tenxgraph-redis-probe")
 
     async def _probe_loop(self) -> None:
-        """While down: every ``reconnect_backoff_s``, flush lost threads and ``PING``; on
-        success the tier is up again (so it reconnects even when no call comes)."""
+        """While down: every ``reconnect_backoff_s``, flush lost threads and ``PING`` (every
+        master of a cluster); on success the tier is up again (so it reconnects even when no
+        call comes)."""
         while self._down and not self._closed:
             await asyncio.sleep(max(self._down_until - time.monotonic(), 0.005))
             if not self._down or self._closed:
@@ -1121,11 +1191,17 @@ class RedisCache:
             try:
                 async with asyncio.timeout(self.timeout_s):
                     await self._flush_dirty()
-                    await self._client.ping()
-            except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
+                    client = self._client
+                    if isinstance(client, RedisCluster):
+                        # every master, not one node: a cluster with one master dead still
+                        # answers PING elsewhere, and coming back up would only flap
+                        await client.ping(target_nodes=RedisCluster.PRIMARIES)
+                    else:
+                        await client.ping()
+            except _UNAVAILABLE_ERRORS as exc:
                 self._mark_down(exc)
                 continue
-            except RedisError:
+            except Exception:  # noqa: BLE001 - any other client failure: still down, retry
                 self._down_until = time.monotonic() + self.reconnect_backoff_s
                 continue
             if self._down:

@@ -217,6 +217,84 @@ async def test_partition_count_mismatch_refused(
     await other.aclose()
 
 
+def _layouts(pg_dsn: str, schema: str, prefix: str) -> set[int | None]:
+    """The partition count of every thread-keyed table (``None``: a plain table)."""
+    out: set[int | None] = set()
+    for table in THREAD_TABLES:
+        (kind, n), = _sql_rows(
+            pg_dsn,
+            "SELECT c.relkind, (SELECT count(*) FROM pg_inherits WHERE inhparent = c.oid) "
+            "FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            f'"{schema}".{prefix}{table}',
+        )
+        out.add(int(n) if kind == "p" else None)
+    return out
+
+
+def test_partitioned_setup_rechecks_the_layout_under_the_lock(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A plain setup() that lands between the lock-free look and the lock of a partitioned
+    setup() makes the partitioned one refuse, instead of succeeding on plain tables."""
+    wanted = PostgresStore(pg_dsn, schema=pg_schema, partitions=PARTITIONS)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert _drive(conn, wanted._probe_plan(), tx=False) is None  # nothing there yet
+        PostgresStore(pg_dsn, schema=pg_schema).setup()  # the other process wins the race
+        with pytest.raises(ConfigError) as err:
+            _drive(conn, wanted._bootstrap_plan(), tx=True)
+        assert err.value.error_code == "CONFIG_001"
+        assert err.value.context == {"key": "partitions", "found": None, "requested": PARTITIONS}
+        with pytest.raises(ConfigError):
+            _drive(conn, wanted._step_plan(2), tx=True)
+    assert _layouts(pg_dsn, pg_schema, "tenxgraph_") == {None}
+
+
+def test_racing_partitioned_and_plain_setups(pg_dsn: str, pg_schema: str) -> None:
+    """Several sessions set up one fresh schema at once, mixing partitions=4 and plain stores
+    (a fresh table prefix per round). Each partitioned store either succeeds on tables
+    partitioned into 4 or refuses with CONFIG_001; a plain store (partitions=None uses the
+    layout found) succeeds; every table ends up with one layout."""
+    import threading
+
+    outcomes: list[tuple[int | None, str]] = []
+    for rnd in range(6):
+        prefix = f"race{rnd}_"
+        kinds = [PARTITIONS, None, PARTITIONS, None] if rnd % 2 else [None, PARTITIONS] * 2
+        barrier = threading.Barrier(len(kinds))
+        results: list[tuple[int | None, str]] = []
+
+        def run(
+            parts: int | None, prefix: str = prefix, barrier: Any = barrier, results: Any = results
+        ) -> None:
+            store = PostgresStore(pg_dsn, schema=pg_schema, table_prefix=prefix, partitions=parts)
+            barrier.wait()
+            try:
+                store.setup()
+                res = "ok"
+            except ConfigError as exc:
+                res = exc.error_code
+            results.append((parts, res))  # list.append is atomic
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in kinds]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(results) == len(kinds)
+        layouts = _layouts(pg_dsn, pg_schema, prefix)
+        assert len(layouts) == 1, layouts
+        (layout,) = layouts
+        for parts, res in results:
+            if parts is None:
+                assert res == "ok"
+            elif res == "ok":
+                assert layout == PARTITIONS, (rnd, results)
+            else:
+                assert res == "CONFIG_001" and layout is None, (rnd, results)
+        outcomes.extend(results)
+    assert all(r in ("ok", "CONFIG_001") for _, r in outcomes)
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1025, 2.0, "4", True])
 def test_bad_partitions_refused(pg_dsn: str, bad: Any) -> None:
     with pytest.raises(ConfigError) as err:
@@ -352,3 +430,56 @@ def test_redis_cluster_options_are_checked(pg_dsn: str) -> None:
     with pytest.raises(ConfigError) as err:
         RedisCache(client=client, cluster=True)
     assert err.value.context == {"key": "cluster"}
+
+
+async def test_redis_cluster_flag_on_a_plain_redis_is_refused(
+    pg_dsn: str, pg_schema: str, redis_url: str, redis_cluster_url: str
+) -> None:
+    """redis_cluster=True pointed at a Redis that is not a cluster fails setup with CONFIG_001
+    instead of "schema ready" and a warning on every cache call."""
+    from tenxgraph.storage.redis import RedisCache
+
+    with pytest.raises(ConfigError) as err:
+        await RedisCache(redis_url, cluster=True).acheck()
+    assert err.value.error_code == "CONFIG_001"
+    assert err.value.context == {"key": "redis_cluster"}
+    assert "is not a cluster" in str(err.value) and "drop redis_cluster=True" in str(err.value)
+    await RedisCache(redis_cluster_url, cluster=True).acheck()  # a cluster node: fine
+    await RedisCache(redis_url).acheck()  # no cluster asked: nothing to check
+    await RedisCache("redis://127.0.0.1:1", cluster=True, timeout_s=0.5).acheck()  # unreachable
+
+    cp = PgCheckpointer(pg_dsn, schema=pg_schema, redis_url=redis_url, redis_cluster=True)
+    try:
+        with pytest.raises(ConfigError) as err:
+            await cp.asetup()
+        assert err.value.context == {"key": "redis_cluster"}
+        with pytest.raises(ConfigError) as err:  # the first call of an app that skipped setup
+            await cp.aget_state({"thread_id": "t"})
+        assert err.value.context == {"key": "redis_cluster"}
+    finally:
+        await cp.aclose()
+    ok = PgCheckpointer(pg_dsn, schema=pg_schema, redis_url=redis_cluster_url, redis_cluster=True)
+    try:
+        await ok.asetup()
+    finally:
+        await ok.aclose()
+
+
+def test_cli_setup_refuses_redis_cluster_on_a_plain_redis(
+    pg_dsn: str, pg_schema: str, redis_url: str
+) -> None:
+    """``tenxgraph setup --redis-cluster`` at a plain Redis: exit 2 with the reason."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenxgraph.cli", "setup", "--dsn", pg_dsn, "--schema", pg_schema,
+         "--redis-url", redis_url, "--redis-cluster"],
+        capture_output=True, text=True, timeout=120, cwd=root, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "is not a cluster" in proc.stderr and "schema ready" not in proc.stdout

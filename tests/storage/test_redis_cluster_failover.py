@@ -20,11 +20,14 @@ from pathlib import Path
 import anyio
 import pytest
 import redis
+from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState
+from tenxgraph.storage.base import StoredCheckpoint, ThreadKey
 from tenxgraph.storage.checkpointer import PgCheckpointer
+from tenxgraph.storage.redis import RedisCache
 from tenxgraph.utils import END
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -194,3 +197,102 @@ async def test_master_killed_mid_run_is_a_cache_miss(
             assert state is not None and state.counter == 2 * STEPS
     finally:
         await plain.aclose()
+
+
+def _record(tid: str, version: int = 1) -> StoredCheckpoint:
+    return StoredCheckpoint(
+        thread_id=tid, user_id="u1", version=version, values=b'{"counter": 1}',
+        ranges=((0, 1),), messages=[b'{"role": "user"}'], next_seq=1, status="done",
+        created_at=1.0,
+    )  # fmt: skip
+
+
+async def test_cluster_down_is_a_failure_with_backoff_not_garbage(
+    own_cluster: OwnCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While a master is dead (the cluster then reports CLUSTERDOWN), every call is a cache
+    failure: counted in ``failures``, the tier backs off, and a few warnings at most are
+    logged for the whole outage, none saying the data is unusable."""
+    cache = RedisCache(
+        own_cluster.url, cluster=True, prefix=f"cd{random.randrange(10**9)}:",
+        reconnect_backoff_s=1.0,
+    )  # fmt: skip
+    try:
+        tids = [f"down-{i}" for i in range(12)]  # spread over the three masters
+        for tid in tids:
+            await cache.put(_record(tid))
+        assert (await cache.get(ThreadKey(tids[0], "u1"))) is not None
+        victim = own_cluster.ports[1]  # not the node of the URL (the default node)
+        on_victim = [t for t in tids if own_cluster.master_of(cache.keys(t)[0]) == victim]
+        assert 0 < len(on_victim) < len(tids)
+        with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+            await anyio.to_thread.run_sync(own_cluster.kill, victim)
+            calls = 0
+            deadline = time.monotonic() + 5.0  # the cluster state turns to fail after ~1 s
+            while time.monotonic() < deadline:
+                for tid in tids:
+                    await cache.get(ThreadKey(tid, "u1"))
+                    await cache.version_stamp(ThreadKey(tid, "u1"))
+                    calls += 2
+                await anyio.sleep(0.02)
+        stats = cache.stats()
+        assert stats["garbage"] == 0, [r.getMessage() for r in caplog.records]
+        assert stats["failures"] > 0
+        msgs = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert not [m for m in msgs if "unusable" in m], msgs
+        assert 1 <= len(msgs) <= 3, msgs  # the outage, and the cluster going down meanwhile
+        assert calls > 50
+    finally:
+        await cache.aclose()
+
+
+class _FlakyCluster(RedisCluster):
+    """A real cluster client that can be made to fail inside ``execute_command`` the way
+    redis-py's cluster client did once during a killed-master run (an ``AttributeError`` on a
+    node object reset by a concurrent reinitialisation)."""
+
+    broken = False
+
+    async def execute_command(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.broken:
+            node = None
+            return await node.execute_command(*args)  # type: ignore[attr-defined]
+        return await super().execute_command(*args, **kwargs)
+
+
+async def test_unexpected_client_error_is_a_failure_not_an_escape(
+    redis_cluster_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Any exception other than a Redis answer coming out of the client is a miss with
+    backoff and one warning (with its traceback); errors outside the client call still
+    raise."""
+    client = _FlakyCluster.from_url(redis_cluster_url)
+    cache = RedisCache(
+        client=client, prefix=f"ae{random.randrange(10**9)}:", reconnect_backoff_s=0.2
+    )
+    key = ThreadKey("flaky", "u1")
+    try:
+        await cache.put(_record("flaky"))
+        client.broken = True
+        with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
+            assert await cache.get(key) is None
+            await cache.put(_record("flaky", 2))
+            await cache.invalidate(key)
+            assert await cache.version_stamp(key) is None
+        assert cache.available is False
+        assert cache.stats()["failures"] == 4 and cache.stats()["garbage"] == 0
+        (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "unexpected error of the Redis client" in warning.getMessage()
+        assert warning.exc_info is not None and warning.exc_info[0] is AttributeError
+        client.broken = False
+        await anyio.sleep(0.5)  # the probe reconnects
+        assert cache.available is True
+        assert (await cache.get(key)) is None  # the lost put and invalidate were flushed
+        await cache.put(_record("flaky", 3))
+        rec = await cache.get(key)
+        assert rec is not None and rec.version == 3
+        with pytest.raises(AttributeError):  # our own mistakes are not swallowed
+            await cache.get("not a ThreadKey")  # type: ignore[arg-type]
+    finally:
+        await cache.aclose()
+        await client.aclose()
