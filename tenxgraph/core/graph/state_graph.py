@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, check_arguments
 from tenxgraph.core.state import AgentState
+from tenxgraph.utils.background_task_manager import BackgroundTaskManager
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START
+from tenxgraph.utils.id_generator import BaseIDGenerator
 
 from .node import Node
 
@@ -28,7 +30,6 @@ _STATEGRAPH_NOT_SUPPORTED = {
     "context_manager": "context managers (BaseContextManager) are not implemented in tenxgraph yet",
     "publisher": "10xGraph publishers are not provided; tenxgraph reports through OpenTelemetry "
     "(configure an OpenTelemetry SDK instead)",
-    "id_generator": "ids are uuid4 strings; custom id generators are not implemented",
     "container": "InjectQ dependency injection is not implemented",
 }
 
@@ -39,7 +40,6 @@ _COMPILE_NOT_SUPPORTED = {
     "callback_manager": "CallbackManager is not implemented in tenxgraph yet",
     # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
     "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
-    "id_generator": _STATEGRAPH_NOT_SUPPORTED["id_generator"],
     "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
 }
 
@@ -70,12 +70,20 @@ class StateGraph(Generic[StateT]):
     Args:
         state: the initial state: an instance (copied for each new thread) or a class
             (instantiated with defaults); default ``AgentState``.
-        context_manager, publisher, id_generator, container: 10xGraph's documented arguments
-            for features tenxgraph does not provide; ``None`` (their default) is accepted,
-            anything else is refused (``GRAPH_010``).
+        id_generator (BaseIDGenerator | None): makes the ``thread_id`` of a run without one
+            and the ``run_id`` of every invocation (``tenxgraph.utils.id_generator``); default
+            ``None``: uuid4 strings.
+        context_manager, publisher, container: 10xGraph's documented arguments for features
+            tenxgraph does not provide; ``None`` (their default) is accepted, anything else is
+            refused (``GRAPH_010``).
+
+    Attributes:
+        task_manager (BackgroundTaskManager): this graph's background tasks; injected into
+            nodes that declare it and shut down by the compiled graph's ``aclose()``.
 
     Raises:
-        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance.
+        GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance,
+            or ``id_generator`` is not a ``BaseIDGenerator``.
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
             ``GRAPH_010`` for a documented argument whose feature is not provided.
 
@@ -83,8 +91,15 @@ class StateGraph(Generic[StateT]):
     else its conditional edge, else its static edge; a node with none of these ends the run.
     """
 
-    def __init__(self, state: AgentState | type[AgentState] | None = None, **kwargs: Any) -> None:
-        check_arguments("StateGraph", kwargs, ("state",), _STATEGRAPH_NOT_SUPPORTED)
+    def __init__(
+        self,
+        state: AgentState | type[AgentState] | None = None,
+        id_generator: BaseIDGenerator | None = None,
+        **kwargs: Any,
+    ) -> None:
+        check_arguments("StateGraph", kwargs, ("state", "id_generator"), _STATEGRAPH_NOT_SUPPORTED)
+        self.id_generator = _check_id_generator(id_generator)
+        self.task_manager = BackgroundTaskManager()
         if state is None:
             state = AgentState
         if isinstance(state, type):
@@ -136,7 +151,7 @@ class StateGraph(Generic[StateT]):
                 error_code="GRAPH_001",
                 context={"node": name},
             )
-        self.nodes[name] = Node.build(name, func)
+        self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
     def override_node(self, name: str, func: Any) -> StateGraph:
@@ -147,7 +162,7 @@ class StateGraph(Generic[StateT]):
         """
         if name not in self.nodes:
             raise GraphError(f"no node named {name!r}", error_code="GRAPH_004", context={"node": name})
-        self.nodes[name] = Node.build(name, func)
+        self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
     def add_edge(self, frm: str, to: str) -> StateGraph:
@@ -267,6 +282,7 @@ class StateGraph(Generic[StateT]):
         interrupt_before: list[str] | None = None,
         interrupt_after: list[str] | None = None,
         shutdown_timeout: float = 30.0,
+        id_generator: BaseIDGenerator | None = None,
         **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
@@ -275,8 +291,12 @@ class StateGraph(Generic[StateT]):
             checkpointer: where state lives; default a new ``InMemoryCheckpointer()``.
             interrupt_before, interrupt_after: pause the run before / after these nodes.
             shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
-                before it closes the checkpointer (default 30.0; ``0`` does not wait).
-            store, media_store, callback_manager, publisher, id_generator, lifecycle_hook:
+                before it closes the checkpointer, and then for its background tasks
+                (cancelled) to end (default 30.0; ``0`` does not wait).
+            id_generator (BaseIDGenerator | None): as ``StateGraph(id_generator=...)`` (some
+                10xGraph pages pass it here); given here, it becomes the builder's generator
+                (graphs compiled from this builder afterwards use it too).
+            store, media_store, callback_manager, publisher, lifecycle_hook:
                 10xGraph's documented arguments for features tenxgraph does not provide;
                 ``None`` is accepted, anything else is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
@@ -293,7 +313,7 @@ class StateGraph(Generic[StateT]):
         check_arguments(
             "compile",
             kwargs,
-            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout"),
+            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout", "id_generator"),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
         )
@@ -313,7 +333,20 @@ class StateGraph(Generic[StateT]):
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
             checkpointer = InMemoryCheckpointer()
+        if id_generator is not None:
+            self.id_generator = _check_id_generator(id_generator)
         return CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+
+
+def _check_id_generator(generator: Any) -> BaseIDGenerator | None:
+    if generator is not None and not isinstance(generator, BaseIDGenerator):
+        raise GraphError(
+            f"id_generator must be a tenxgraph.utils.id_generator.BaseIDGenerator, got "
+            f"{type(generator).__name__}",
+            error_code="GRAPH_001",
+            context={"argument": "id_generator"},
+        )
+    return generator
 
 
 def _command_targets(func: Any) -> tuple[str, ...] | None:
