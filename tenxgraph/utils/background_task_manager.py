@@ -102,7 +102,6 @@ class BackgroundTaskManager:
         self.max_pending_tasks = max_pending_tasks
         self._tasks: dict[asyncio.Task[Any], TaskMetadata] = {}
         self._lock = threading.Lock()
-        self._timed_out: set[asyncio.Task[Any]] = set()
         self._last_drop_log = 0.0
         self._dropped_since_log = 0
 
@@ -133,7 +132,7 @@ class BackgroundTaskManager:
         Raises:
             ValidationError: ``VALIDATION_000`` when ``coro`` is not a coroutine object (a
                 coroutine function is named in the message), for a bad ``timeout``, or when
-                there is no event loop to run it on.
+                there is no asyncio event loop to run it on (outside any loop, or under trio).
         """
         if not inspect.iscoroutine(coro):
             hint = " (pass send(x), not send)" if callable(coro) else ""
@@ -154,8 +153,9 @@ class BackgroundTaskManager:
             except RuntimeError:
                 coro.close()
                 raise ValidationError(
-                    "create_task() needs an event loop: call it from an async function or a "
-                    "node of a running graph",
+                    "create_task() needs a running asyncio event loop (background tasks are "
+                    "asyncio tasks; trio is not supported): call it from an async function or "
+                    "a node of a graph run under asyncio",
                     context={"task": name},
                 ) from None
         return self._start(coro, name, timeout, context)
@@ -181,7 +181,7 @@ class BackgroundTaskManager:
         task = asyncio.get_running_loop().create_task(self._run(coro, meta), name=name)
         with self._lock:
             self._tasks[task] = meta
-        task.add_done_callback(self._forget)
+        task.add_done_callback(lambda t: self._forget(t, coro))
         counter(METRIC.TASKS_CREATED).inc()
         return task
 
@@ -201,7 +201,6 @@ class BackgroundTaskManager:
         )
 
     async def _run(self, coro: Coroutine[Any, Any, Any], meta: TaskMetadata) -> Any:
-        task = asyncio.current_task()
         try:
             if meta.timeout is None:
                 result = await coro
@@ -213,12 +212,6 @@ class BackgroundTaskManager:
             _log.warning(
                 "background task %r timed out after %ss (context=%r)", meta.name, meta.timeout, meta.context
             )
-            if task is not None:
-                with self._lock:
-                    self._timed_out.add(task)
-            raise
-        except asyncio.CancelledError:
-            counter(METRIC.TASKS_CANCELLED).inc()
             raise
         except Exception:
             counter(METRIC.TASKS_FAILED).inc()
@@ -227,11 +220,13 @@ class BackgroundTaskManager:
         counter(METRIC.TASKS_COMPLETED).inc()
         return result
 
-    def _forget(self, task: asyncio.Task[Any]) -> None:
+    def _forget(self, task: asyncio.Task[Any], coro: Coroutine[Any, Any, Any]) -> None:
         with self._lock:
             self._tasks.pop(task, None)
-            self._timed_out.discard(task)
-        if not task.cancelled():
+        if task.cancelled():
+            counter(METRIC.TASKS_CANCELLED).inc()
+            coro.close()  # cancelled before it started: no "never awaited" warning
+        else:
             task.exception()  # retrieved: already logged by _run, no "never retrieved" noise
 
     # -- inspecting ------------------------------------------------------------------------------
