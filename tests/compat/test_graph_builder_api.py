@@ -77,7 +77,7 @@ def test_unknown_arguments_are_refused_with_a_suggestion() -> None:
         assert info3.value.error_code == "GRAPH_009" and "config=" in str(info3.value)
 
 
-@pytest.mark.parametrize("name", ["context_manager", "publisher", "container"])
+@pytest.mark.parametrize("name", ["context_manager", "container"])
 def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) -> None:
     StateGraph(Basket, **{name: None})  # the documented default means "not used"
     with pytest.raises(UnsupportedArgumentError) as info:
@@ -87,7 +87,7 @@ def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) 
 
 
 @pytest.mark.parametrize(
-    "name", ["store", "media_store", "callback_manager", "publisher", "lifecycle_hook"]
+    "name", ["store", "media_store", "callback_manager", "lifecycle_hook"]
 )
 def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
     g = basket_graph(Basket())

@@ -57,6 +57,8 @@ class CompiledGraph(Generic[StateT]):
         self.id_generator = builder.id_generator
         #: the builder's BackgroundTaskManager, shut down by ``aclose``
         self.task_manager = builder.task_manager
+        #: receives each run's events (``compile(publisher=...)``); closed by ``aclose``
+        self.publisher = builder._publisher  # noqa: SLF001 - the builder's own attribute
         #: seconds ``aclose`` waits for runs of this graph still in flight
         self.shutdown_timeout = shutdown_timeout
         self._closed = False
@@ -294,8 +296,8 @@ class CompiledGraph(Generic[StateT]):
         and returns ``{"status": "already_closed"}``. A run started after ``aclose`` reopens
         the checkpointer's resources.
 
-        Then the graph's ``BackgroundTaskManager`` is shut down: its tasks are cancelled and
-        awaited for up to ``shutdown_timeout`` seconds more.
+        Then the graph's ``BackgroundTaskManager`` is shut down (its tasks are cancelled and
+        awaited for up to ``shutdown_timeout`` seconds more) and its publisher, if any, closed.
 
         Returns:
             ``{"status": "closed", "runs_in_flight": int, "background_tasks": dict}``
@@ -314,6 +316,8 @@ class CompiledGraph(Generic[StateT]):
                     await anyio.sleep(0.01)
         in_flight = sum(self._running.values())
         background = await self.task_manager.shutdown(timeout=self.shutdown_timeout)
+        if self.publisher is not None:
+            await self.publisher.close()
         await self.checkpointer.aclose()
         return {"status": "closed", "runs_in_flight": in_flight, "background_tasks": background}
 

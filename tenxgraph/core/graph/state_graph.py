@@ -17,6 +17,7 @@ from tenxgraph.utils.id_generator import BaseIDGenerator
 from .node import Node
 
 if TYPE_CHECKING:
+    from tenxgraph.runtime.publisher import BasePublisher
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
     from .compiled_graph import CompiledGraph
@@ -28,8 +29,6 @@ StateT = TypeVar("StateT", bound=AgentState)
 #: Documented 10xGraph constructor arguments whose features tenxgraph does not provide.
 _STATEGRAPH_NOT_SUPPORTED = {
     "context_manager": "context managers (BaseContextManager) are not implemented in tenxgraph yet",
-    "publisher": "10xGraph publishers are not provided; tenxgraph reports through OpenTelemetry "
-    "(configure an OpenTelemetry SDK instead)",
     "container": "InjectQ dependency injection is not implemented",
 }
 
@@ -38,8 +37,6 @@ _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
     "callback_manager": "CallbackManager is not implemented in tenxgraph yet",
-    # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
-    "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
     "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
 }
 
@@ -73,7 +70,9 @@ class StateGraph(Generic[StateT]):
         id_generator (BaseIDGenerator | None): makes the ``thread_id`` of a run without one
             and the ``run_id`` of every invocation (``tenxgraph.utils.id_generator``); default
             ``None``: uuid4 strings.
-        context_manager, publisher, container: 10xGraph's documented arguments for features
+        publisher (BasePublisher | None): receives the events of every run
+            (``tenxgraph.runtime.publisher``; ``OtelPublisher`` makes them spans).
+        context_manager, container: 10xGraph's documented arguments for features
             tenxgraph does not provide; ``None`` (their default) is accepted, anything else is
             refused (``GRAPH_010``).
 
@@ -83,7 +82,8 @@ class StateGraph(Generic[StateT]):
 
     Raises:
         GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance,
-            or ``id_generator`` is not a ``BaseIDGenerator``.
+            ``id_generator`` is not a ``BaseIDGenerator`` or ``publisher`` not a
+            ``BasePublisher``.
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
             ``GRAPH_010`` for a documented argument whose feature is not provided.
 
@@ -95,10 +95,15 @@ class StateGraph(Generic[StateT]):
         self,
         state: AgentState | type[AgentState] | None = None,
         id_generator: BaseIDGenerator | None = None,
+        publisher: BasePublisher | None = None,
         **kwargs: Any,
     ) -> None:
-        check_arguments("StateGraph", kwargs, ("state", "id_generator"), _STATEGRAPH_NOT_SUPPORTED)
+        check_arguments(
+            "StateGraph", kwargs, ("state", "id_generator", "publisher"), _STATEGRAPH_NOT_SUPPORTED
+        )
         self.id_generator = _check_id_generator(id_generator)
+        #: the publisher of compiled graphs' events (10xGraph's attribute name)
+        self._publisher = _check_publisher(publisher)
         self.task_manager = BackgroundTaskManager()
         if state is None:
             state = AgentState
@@ -283,6 +288,7 @@ class StateGraph(Generic[StateT]):
         interrupt_after: list[str] | None = None,
         shutdown_timeout: float = 30.0,
         id_generator: BaseIDGenerator | None = None,
+        publisher: BasePublisher | None = None,
         **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
@@ -296,7 +302,9 @@ class StateGraph(Generic[StateT]):
             id_generator (BaseIDGenerator | None): as ``StateGraph(id_generator=...)`` (some
                 10xGraph pages pass it here); given here, it becomes the builder's generator
                 (graphs compiled from this builder afterwards use it too).
-            store, media_store, callback_manager, publisher, lifecycle_hook:
+            publisher (BasePublisher | None): this compiled graph's publisher (default: the
+                builder's, from ``StateGraph(publisher=...)`` or ``setup_tracing``).
+            store, media_store, callback_manager, lifecycle_hook:
                 10xGraph's documented arguments for features tenxgraph does not provide;
                 ``None`` is accepted, anything else is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
@@ -313,7 +321,10 @@ class StateGraph(Generic[StateT]):
         check_arguments(
             "compile",
             kwargs,
-            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout", "id_generator"),
+            (
+                "checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout",
+                "id_generator", "publisher",
+            ),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
         )
@@ -335,7 +346,23 @@ class StateGraph(Generic[StateT]):
             checkpointer = InMemoryCheckpointer()
         if id_generator is not None:
             self.id_generator = _check_id_generator(id_generator)
-        return CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        app = CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        if publisher is not None:
+            app.publisher = _check_publisher(publisher)
+        return app
+
+
+def _check_publisher(publisher: Any) -> BasePublisher | None:
+    from tenxgraph.runtime.publisher import BasePublisher
+
+    if publisher is not None and not isinstance(publisher, BasePublisher):
+        raise GraphError(
+            f"publisher must be a tenxgraph.runtime.publisher.BasePublisher, got "
+            f"{type(publisher).__name__}",
+            error_code="GRAPH_001",
+            context={"argument": "publisher"},
+        )
+    return publisher
 
 
 def _check_id_generator(generator: Any) -> BaseIDGenerator | None:
