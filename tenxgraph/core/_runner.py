@@ -35,6 +35,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
 from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
+from tenxgraph.runtime.publisher.events import Event, EventType
 from tenxgraph.telemetry import (
     ATTR,
     EVENT,
@@ -49,6 +50,7 @@ from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START, ResponseGranularity
 from tenxgraph.utils.interrupts import GraphInterrupt
 
+from ._publish import publish_event
 from .graph.node import call_with_params
 
 if TYPE_CHECKING:
@@ -551,14 +553,36 @@ async def run_graph(
         else None,
     )
     run.span = run_span
+    await _publish(run, Event.GRAPH_EXECUTION, EventType.START)
     try:
         async for chunk in _run_body(run, input_msgs, field_updates, resume_value, has_resume, granularity):
             yield chunk
     except BaseException as exc:
         record_error(run_span, exc)
+        if isinstance(exc, Exception):
+            await _publish(run, Event.GRAPH_EXECUTION, EventType.ERROR, **_error_data(exc))
         raise
+    else:
+        status = run.state.execution_meta.status if run.state is not None else None
+        paused = status in _PAUSED
+        await _publish(
+            run, Event.GRAPH_EXECUTION, EventType.INTERRUPTED if paused else EventType.END,
+            status=str(status) if status is not None else None,
+        )
     finally:
         run_span.end()
+
+
+def _publish(run: _Run, event: Event, event_type: EventType, node: str | None = None, **data: Any) -> Any:
+    """Publish one event of this run to the graph's publisher (``compile(publisher=...)``)."""
+    return publish_event(
+        getattr(run.graph, "publisher", None), event, event_type, run.rc.thread_id, run.rc.run_id,
+        node, data,
+    )
+
+
+def _error_data(exc: BaseException) -> dict[str, Any]:
+    return {"error_type": type(exc).__name__, "error_code": getattr(exc, "error_code", None)}
 
 
 async def _run_body(
@@ -781,6 +805,7 @@ async def _execute_node(
     meta = {"node": node, "step": state.execution_meta.step}
     with use_span(run.span):  # the node span is a child of the run span
         node_span = _node_span(run, node, state, is_replay)
+    await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=meta["step"])
 
     async def step(fn: Any, *args: Any) -> Any:
         token = _RUN.set(run.ctx)
@@ -849,14 +874,18 @@ async def _execute_node(
             with use_span(run.span), use_span(node_span):
                 out.nxt = await _route(graph, node, new_state, rc.raw, goto)
             out.new_state, out.new_msgs = new_state, new_msgs
+            await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=meta["step"], next=out.nxt)
         except (GraphInterrupt, BaseExceptionGroup) as gi:
             payloads = _interrupt_payloads(gi)
             if payloads is None:
                 raise
             del ctx0[n0:]  # the node re-runs on resume: nothing of this attempt is kept
             out.pause = payloads
+            await _publish(run, Event.NODE_EXECUTION, EventType.INTERRUPTED, node, step=meta["step"])
     except BaseException as exc:
         record_error(node_span, exc)
+        if isinstance(exc, Exception):
+            await _publish(run, Event.NODE_EXECUTION, EventType.ERROR, node, step=meta["step"], **_error_data(exc))
         if len(ctx0) > n0:
             del ctx0[n0:]  # the state before the node is what an error checkpoint holds
         if isinstance(exc, Exception) and _should_save_error(exc):

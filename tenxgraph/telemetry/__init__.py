@@ -141,6 +141,13 @@ class METRIC:
     LEDGER_HITS = "tenxgraph.ledger.hits"
     REPLAYED_NODES = "tenxgraph.nodes.replayed"
     LEDGER_READ_FALLBACKS = "tenxgraph.ledger.read_fallbacks"
+    # BackgroundTaskManager (tenxgraph.utils.background_task_manager): 10xGraph's names.
+    TASKS_CREATED = "background_task_manager.tasks_created"
+    TASKS_COMPLETED = "background_task_manager.tasks_completed"
+    TASKS_FAILED = "background_task_manager.tasks_failed"
+    TASKS_DROPPED = "background_task_manager.tasks_dropped"
+    TASKS_CANCELLED = "background_task_manager.tasks_cancelled"
+    TASKS_TIMED_OUT = "background_task_manager.tasks_timed_out"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +208,20 @@ METRICS: dict[str, MetricSpec] = {
         "{call}",
         "tool calls run again because the ledger could not be read (after retrying)",
         (ATTR.TOOL_NAME, ATTR.ERROR_TYPE),
+    ),
+    METRIC.TASKS_CREATED: MetricSpec("counter", "{task}", "background tasks started", ()),
+    METRIC.TASKS_COMPLETED: MetricSpec(
+        "counter", "{task}", "background tasks that returned normally", ()
+    ),
+    METRIC.TASKS_FAILED: MetricSpec("counter", "{task}", "background tasks that raised", ()),
+    METRIC.TASKS_DROPPED: MetricSpec(
+        "counter", "{task}", "background tasks refused because max_pending_tasks were in flight", ()
+    ),
+    METRIC.TASKS_CANCELLED: MetricSpec(
+        "counter", "{task}", "background tasks cancelled (cancel_all, shutdown)", ()
+    ),
+    METRIC.TASKS_TIMED_OUT: MetricSpec(
+        "counter", "{task}", "background tasks cancelled by their own timeout", ()
     ),
 }
 

@@ -20,6 +20,8 @@ from tenxgraph.storage.base import ThreadKey
 from tenxgraph.telemetry import METRIC, counter
 from tenxgraph.utils.constants import ResponseGranularity
 
+from ._ids import prepare_run_config
+
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateSnapshot
 
@@ -51,6 +53,12 @@ class CompiledGraph(Generic[StateT]):
         shutdown_timeout: float = 30.0,
     ) -> None:
         self.builder = builder
+        #: makes the thread / run ids of new runs (``None``: uuid4); see ``StateGraph``
+        self.id_generator = builder.id_generator
+        #: the builder's BackgroundTaskManager, shut down by ``aclose``
+        self.task_manager = builder.task_manager
+        #: receives each run's events (``compile(publisher=...)``); closed by ``aclose``
+        self.publisher = builder._publisher  # noqa: SLF001 - the builder's own attribute
         #: seconds ``aclose`` waits for runs of this graph still in flight
         self.shutdown_timeout = shutdown_timeout
         self._closed = False
@@ -95,7 +103,7 @@ class CompiledGraph(Generic[StateT]):
         stream: bool = True,
     ) -> AsyncIterator[StreamChunk | _runner.RunResult | None]:
         cfg = config if config is not None else {}
-        normalize_config(cfg, require_thread=False)
+        await prepare_run_config(cfg, self.id_generator)
         key = self.checkpointer.key_for(cfg)
         self._closed = False  # a run after aclose() reopens what it needs
         self._running[key] = self._running.get(key, 0) + 1
@@ -296,9 +304,14 @@ class CompiledGraph(Generic[StateT]):
         and returns ``{"status": "already_closed"}``. A run started after ``aclose`` reopens
         the checkpointer's resources.
 
+        Then the graph's ``BackgroundTaskManager`` is shut down (its tasks are cancelled and
+        awaited for up to ``shutdown_timeout`` seconds more) and its publisher, if any, closed.
+
         Returns:
-            ``{"status": "closed", "runs_in_flight": int}`` (runs still going when the wait
-            ended; ``0`` after a clean shutdown), or ``{"status": "already_closed"}``.
+            ``{"status": "closed", "runs_in_flight": int, "background_tasks": dict}``
+            (``runs_in_flight``: runs still going when the wait ended, ``0`` after a clean
+            shutdown; ``background_tasks``: what ``BackgroundTaskManager.shutdown`` returned),
+            or ``{"status": "already_closed"}``.
         """
         if self._closed:
             return {"status": "already_closed"}
@@ -310,8 +323,11 @@ class CompiledGraph(Generic[StateT]):
                 while self._running:  # noqa: ASYNC110
                     await anyio.sleep(0.01)
         in_flight = sum(self._running.values())
+        background = await self.task_manager.shutdown(timeout=self.shutdown_timeout)
+        if self.publisher is not None:
+            await self.publisher.close()
         await self.checkpointer.aclose()
-        return {"status": "closed", "runs_in_flight": in_flight}
+        return {"status": "closed", "runs_in_flight": in_flight, "background_tasks": background}
 
     def close(self) -> dict[str, Any]:
         """Sync twin of ``aclose``."""

@@ -24,6 +24,8 @@ def _declared(func: Callable[..., Any]) -> tuple[bool, bool, bool]:
         params = inspect.signature(target).parameters
     except (TypeError, ValueError):
         return True, False, False
+    injected = {name for _, name in _injections(func)}
+    params = {k: v for k, v in params.items() if k not in injected}
     names = set(params)
     var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
     wants_state = "state" in names or var_kw
@@ -39,6 +41,38 @@ def _declared(func: Callable[..., Any]) -> tuple[bool, bool, bool]:
         wants_config = len(positional) >= 2
     is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(func)
     return wants_state, wants_config, is_async
+
+
+#: Parameters filled by the graph, by name (a parameter annotated ``BackgroundTaskManager`` is
+#: filled whatever its name).
+_INJECTED_NAMES = ("task_manager", "generated_id", "generated_id_type")
+
+
+def _injections(func: Callable[..., Any]) -> tuple[tuple[str, str], ...]:
+    """``(what, parameter name)`` for each parameter the graph fills: ``"task_manager"`` (the
+    graph's ``BackgroundTaskManager``), ``"generated_id"`` (the run id),
+    ``"generated_id_type"`` (the id generator's ``IDType`` value)."""
+    target = func
+    if not inspect.isfunction(func) and not inspect.ismethod(func) and callable(func):
+        target = func.__call__  # type: ignore[operator]
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return ()
+    from tenxgraph.utils.background_task_manager import BackgroundTaskManager
+
+    found: list[tuple[str, str]] = []
+    for p in params.values():
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.name in ("state", "config"):
+            continue
+        ann = p.annotation
+        if ann is BackgroundTaskManager or (
+            isinstance(ann, str) and ann.rsplit(".", 1)[-1] == "BackgroundTaskManager"
+        ):
+            found.append(("task_manager", p.name))
+        elif p.name in _INJECTED_NAMES:
+            found.append((p.name, p.name))
+    return tuple(found)
 
 
 def _generator_kind(func: Callable[..., Any]) -> str | None:
@@ -108,6 +142,11 @@ class Node:
         generator: ``"async"`` for an ``async def`` that ``yield`` s, ``"sync"`` for a ``def``
             that ``yield`` s (each step runs in a worker thread), else ``None``. Such a node's
             items are streamed as they come (see ``open_generator``).
+        inject: ``(what, parameter)`` pairs the graph fills by keyword: the graph's
+            ``BackgroundTaskManager`` (a parameter annotated with it, or named
+            ``task_manager``), ``generated_id`` (the run id) and ``generated_id_type`` (the
+            id generator's ``IDType`` value, ``"string"`` without one).
+        owner: the ``StateGraph`` the node belongs to (source of what is injected).
     """
 
     name: str
@@ -117,10 +156,17 @@ class Node:
     is_async: bool
     positional: bool
     generator: str | None = None
+    inject: tuple[tuple[str, str], ...] = ()
+    owner: Any = None
 
     @classmethod
-    def build(cls, name: str, func: Any) -> Node:
+    def build(cls, name: str, func: Any, owner: Any = None) -> Node:
         """Inspect ``func`` once, at graph-building time.
+
+        Args:
+            name: the node name.
+            func: the node's callable.
+            owner: the ``StateGraph`` it is added to (``None`` outside one).
 
         Raises:
             GraphError: ``GRAPH_001`` when ``func`` is not callable.
@@ -134,18 +180,31 @@ class Node:
         if getattr(func, "_tenxgraph_node", False):
             # An Agent runs through its generator form (token deltas are streamed).
             gen = "async" if callable(getattr(func, "node_stream", None)) else None
-            return cls(name, func, True, True, True, False, gen)
+            return cls(name, func, True, True, True, False, gen, owner=owner)
         ws, wc, ia = _declared(func)
         names = _param_names(func)
         positional = not ("state" in names or "config" in names)
-        return cls(name, func, ws, wc, ia, positional, _generator_kind(func))
+        return cls(name, func, ws, wc, ia, positional, _generator_kind(func), _injections(func), owner)
+
+    def _injected(self, config: dict[str, Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for what, param in self.inject:
+            if what == "task_manager":
+                values[param] = getattr(self.owner, "task_manager", None)
+            elif what == "generated_id":
+                values[param] = config.get("run_id")
+            else:
+                gen = getattr(self.owner, "id_generator", None)
+                values[param] = str(gen.id_type) if gen is not None else "string"
+        return values
 
     def _args(self, state: Any, config: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if self.positional:
+            extra = self._injected(config) if self.inject else {}
             if not self.wants_state:
-                return (), {}
-            return ((state, config) if self.wants_config else (state,)), {}
-        kwargs: dict[str, Any] = {}
+                return (), extra
+            return ((state, config) if self.wants_config else (state,)), extra
+        kwargs: dict[str, Any] = self._injected(config) if self.inject else {}
         if self.wants_state:
             kwargs["state"] = state
         if self.wants_config:

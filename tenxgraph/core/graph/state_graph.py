@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, check_arguments
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.base_context import BaseContextManager
+from tenxgraph.utils.background_task_manager import BackgroundTaskManager
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START
+from tenxgraph.utils.id_generator import BaseIDGenerator
 
 from .node import Node
 
 if TYPE_CHECKING:
+    from tenxgraph.runtime.publisher import BasePublisher
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
     from .compiled_graph import CompiledGraph
@@ -26,9 +29,6 @@ StateT = TypeVar("StateT", bound=AgentState)
 
 #: Documented 10xGraph constructor arguments whose features tenxgraph does not provide.
 _STATEGRAPH_NOT_SUPPORTED = {
-    "publisher": "10xGraph publishers are not provided; tenxgraph reports through OpenTelemetry "
-    "(configure an OpenTelemetry SDK instead)",
-    "id_generator": "ids are uuid4 strings; custom id generators are not implemented",
     "container": "InjectQ dependency injection is not implemented",
 }
 
@@ -36,9 +36,6 @@ _STATEGRAPH_NOT_SUPPORTED = {
 _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
-    # Given to compile() by some pages, to StateGraph() by the graph reference: refused in both.
-    "publisher": _STATEGRAPH_NOT_SUPPORTED["publisher"],
-    "id_generator": _STATEGRAPH_NOT_SUPPORTED["id_generator"],
     "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
 }
 
@@ -72,13 +69,23 @@ class StateGraph(Generic[StateT]):
         context_manager: what an ``Agent`` with ``trim_context=True`` shows its model: a
             ``BaseContextManager`` (``MessageContextManager``, ``SummaryContextManager`` or
             your own); ``None`` (default) for none.
-        publisher, id_generator, container: 10xGraph's documented arguments
-            for features tenxgraph does not provide; ``None`` (their default) is accepted,
-            anything else is refused (``GRAPH_010``).
+        id_generator: a ``BaseIDGenerator`` that makes the ``thread_id`` of a run without one
+            and the ``run_id`` of every invocation (``tenxgraph.utils.id_generator``); default
+            ``None``: uuid4 strings.
+        publisher: a ``BasePublisher`` that receives the events of every run
+            (``tenxgraph.runtime.publisher``; ``OtelPublisher`` makes them spans).
+        **kwargs: 10xGraph's documented argument ``container`` names a feature tenxgraph does
+            not provide; ``None`` (its default) is accepted, anything else is refused
+            (``GRAPH_010``).
+
+    Attributes:
+        task_manager (BackgroundTaskManager): this graph's background tasks; injected into
+            nodes that declare it and shut down by the compiled graph's ``aclose()``.
 
     Raises:
         GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance,
-            or ``context_manager`` is not a ``BaseContextManager``.
+            ``context_manager`` is not a ``BaseContextManager``, ``id_generator`` is not a
+            ``BaseIDGenerator`` or ``publisher`` not a ``BasePublisher``.
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
             ``GRAPH_010`` for a documented argument whose feature is not provided.
 
@@ -90,10 +97,15 @@ class StateGraph(Generic[StateT]):
         self,
         state: AgentState | type[AgentState] | None = None,
         context_manager: BaseContextManager[Any] | None = None,
+        id_generator: BaseIDGenerator | None = None,
+        publisher: BasePublisher | None = None,
         **kwargs: Any,
     ) -> None:
         check_arguments(
-            "StateGraph", kwargs, ("state", "context_manager"), _STATEGRAPH_NOT_SUPPORTED
+            "StateGraph",
+            kwargs,
+            ("state", "context_manager", "id_generator", "publisher"),
+            _STATEGRAPH_NOT_SUPPORTED,
         )
         if context_manager is not None and not isinstance(context_manager, BaseContextManager):
             raise GraphError(
@@ -103,6 +115,10 @@ class StateGraph(Generic[StateT]):
                 context={"parameter": "context_manager"},
             )
         self.context_manager = context_manager
+        self.id_generator = _check_id_generator(id_generator)
+        #: the publisher of compiled graphs' events (10xGraph's attribute name)
+        self._publisher = _check_publisher(publisher)
+        self.task_manager = BackgroundTaskManager()
         if state is None:
             state = AgentState
         if isinstance(state, type):
@@ -154,7 +170,7 @@ class StateGraph(Generic[StateT]):
                 error_code="GRAPH_001",
                 context={"node": name},
             )
-        self.nodes[name] = Node.build(name, func)
+        self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
     def override_node(self, name: str, func: Any) -> StateGraph:
@@ -165,7 +181,7 @@ class StateGraph(Generic[StateT]):
         """
         if name not in self.nodes:
             raise GraphError(f"no node named {name!r}", error_code="GRAPH_004", context={"node": name})
-        self.nodes[name] = Node.build(name, func)
+        self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
     def add_edge(self, frm: str, to: str) -> StateGraph:
@@ -286,6 +302,8 @@ class StateGraph(Generic[StateT]):
         interrupt_after: list[str] | None = None,
         shutdown_timeout: float = 30.0,
         callback_manager: Any = None,
+        id_generator: BaseIDGenerator | None = None,
+        publisher: BasePublisher | None = None,
         **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
@@ -295,13 +313,19 @@ class StateGraph(Generic[StateT]):
             interrupt_before: node names; the run pauses before each of them.
             interrupt_after: node names; the run pauses after each of them.
             shutdown_timeout: seconds ``aclose()`` waits for this graph's runs still in flight
-                before it closes the checkpointer (default 30.0; ``0`` does not wait).
+                before it closes the checkpointer, and then for its background tasks
+                (cancelled) to end (default 30.0; ``0`` does not wait).
             callback_manager: a ``tenxgraph.utils.CallbackManager`` whose callbacks and
                 validators run around the model and tool calls of this graph's ``Agent`` and
                 ``ToolNode`` nodes (``None``: none).
-            store, media_store, publisher, id_generator, lifecycle_hook:
-                10xGraph's documented arguments for features tenxgraph does not provide;
-                ``None`` is accepted, anything else is refused (``GRAPH_010``).
+            id_generator: as ``StateGraph(id_generator=...)`` (some 10xGraph pages pass it
+                here); given here, it becomes the builder's generator (graphs compiled from
+                this builder afterwards use it too).
+            publisher: this compiled graph's publisher (default: the builder's, from
+                ``StateGraph(publisher=...)`` or ``setup_tracing``).
+            **kwargs: 10xGraph's documented arguments ``store``, ``media_store`` and
+                ``lifecycle_hook`` name features tenxgraph does not provide; ``None`` is
+                accepted, anything else is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
                 pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
@@ -316,7 +340,10 @@ class StateGraph(Generic[StateT]):
         check_arguments(
             "compile",
             kwargs,
-            ("checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout", "callback_manager"),
+            (
+                "checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout",
+                "callback_manager", "id_generator", "publisher",
+            ),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
         )
@@ -355,9 +382,37 @@ class StateGraph(Generic[StateT]):
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
             checkpointer = InMemoryCheckpointer()
+        if id_generator is not None:
+            self.id_generator = _check_id_generator(id_generator)
         app = CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
         app.callback_manager = callback_manager
+        if publisher is not None:
+            app.publisher = _check_publisher(publisher)
         return app
+
+
+def _check_publisher(publisher: Any) -> BasePublisher | None:
+    from tenxgraph.runtime.publisher import BasePublisher
+
+    if publisher is not None and not isinstance(publisher, BasePublisher):
+        raise GraphError(
+            f"publisher must be a tenxgraph.runtime.publisher.BasePublisher, got "
+            f"{type(publisher).__name__}",
+            error_code="GRAPH_001",
+            context={"argument": "publisher"},
+        )
+    return publisher
+
+
+def _check_id_generator(generator: Any) -> BaseIDGenerator | None:
+    if generator is not None and not isinstance(generator, BaseIDGenerator):
+        raise GraphError(
+            f"id_generator must be a tenxgraph.utils.id_generator.BaseIDGenerator, got "
+            f"{type(generator).__name__}",
+            error_code="GRAPH_001",
+            context={"argument": "id_generator"},
+        )
+    return generator
 
 
 def _command_targets(func: Any) -> tuple[str, ...] | None:

@@ -1,0 +1,1 @@
+"""Runtime integrations around a graph run: event publishers (``tenxgraph.runtime.publisher``)."""

@@ -1,0 +1,23 @@
+"""Event publishers: ``compile(publisher=...)`` sends each run's events to one.
+
+tenxgraph provides the base class and the OpenTelemetry publisher; 10xGraph's bus and vendor
+publishers (console, Redis, Kafka, RabbitMQ, composite, Logfire, LangSmith) are not part of
+tenxgraph (``docs/compat-10xgraph.md``).
+"""
+
+from __future__ import annotations
+
+from .base_publisher import BasePublisher
+from .events import ContentType, Event, EventModel, EventType
+from .otel_publisher import ObservabilityLevel, OtelPublisher, setup_tracing
+
+__all__ = [
+    "BasePublisher",
+    "ContentType",
+    "Event",
+    "EventModel",
+    "EventType",
+    "ObservabilityLevel",
+    "OtelPublisher",
+    "setup_tracing",
+]
