@@ -1335,16 +1335,20 @@ class PostgresStore:
 def _checked_pairs(
     thread_id: str, version: int, flat: list[int] | None, next_seq: int
 ) -> tuple[Range, ...]:
-    """``_pairs`` of a stored row, validated: an even number of integers forming ranges
-    ``0 <= start <= end <= next_seq``.
+    """``_pairs`` of a stored row, validated: an even number of integers (no ``NULL``) forming
+    ranges ``0 <= start <= end <= next_seq``, with ``next_seq`` an integer.
 
     Raises:
         SerializationError: ``STORAGE_SERIALIZATION_000`` for a damaged row (``context``:
             ``thread_id``, ``version``, ``path`` ``"$.ranges"``).
     """
-    if not flat or (
-        len(flat) % 2 == 0
-        and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+    if type(next_seq) is int and (
+        not flat
+        or (
+            len(flat) % 2 == 0
+            and all(type(x) is int for x in flat)  # no NULL, bool or other type in the array
+            and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+        )
     ):
         return _pairs(flat)
     raise SerializationError(
