@@ -117,3 +117,20 @@ async def test_wrong_typed_range_elements_are_serialization_errors(store: Store)
         # The history leaves the damaged version out and returns the others.
         hist = await store.cp.aget_state_history(dict(CFG))
         assert [s.version for s in hist] == [2, 1], name
+
+
+@pytest.mark.parametrize("column", ["next_seq", "version"])
+async def test_a_counter_at_the_int64_limit_fails_the_next_turn_cleanly(store: Store, column: str) -> None:
+    app = await _three_turns(store.cp)
+    top = 9223372036854775807
+    store.execute(f"UPDATE {{t}}checkpoints SET {column} = %s WHERE thread_id = %s AND version = 3", (top, TID))
+    if column == "version":  # the thread row points at its newest version
+        store.execute("UPDATE {t}threads SET version = %s WHERE thread_id = %s", (top, TID))
+    await store.fresh()
+    with pytest.raises(SerializationError) as info:
+        await app.ainvoke({"messages": [Message.text_message("again")]}, dict(CFG))
+    assert info.value.context["thread_id"] == TID
+    assert info.value.context["path"] == f"$.{column}"
+    # Nothing was written: the thread still points at the damaged version.
+    await store.fresh()
+    assert await store.cp.store.current_version(store.cp.key_for(dict(CFG))) == (top if column == "version" else 3)

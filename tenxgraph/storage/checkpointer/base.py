@@ -51,6 +51,9 @@ __all__ = ["ADMIN_SCOPE", "BaseCheckpointer", "Loaded", "StateSnapshot"]
 
 log = logging.getLogger("tenxgraph.checkpointer")
 
+# Versions and message seqs are stored as signed 64-bit integers by SQLite and Postgres.
+_INT64_MAX = 2**63 - 1
+
 StateT = TypeVar("StateT", bound=AgentState)
 
 #: Cache namespaces starting with this are the checkpointer's own (the state cache).
@@ -520,11 +523,25 @@ class BaseCheckpointer(Generic[StateT]):
 
         Raises:
             SerializationError: ``STORAGE_SERIALIZATION_000`` naming the path of a value that
-                cannot be stored; nothing is written.
+                cannot be stored, or naming the thread and version when ``prev`` came from a
+                damaged row (its version or message counter leaves no room for another write);
+                nothing is written.
         """
         view = prev.view if prev is not None else DurableView.empty()
         msgs = state.context
         diff = diff_messages(view, msgs)
+        if prev is not None and (prev.version >= _INT64_MAX or diff.next_seq > _INT64_MAX):
+            raise SerializationError(
+                f"the stored checkpoint of thread {key.thread_id!r} version {prev.version} is "
+                "damaged (its version or message counter is beyond anything tenxgraph writes); "
+                "restore the row, delete the thread, or read another version",
+                context={
+                    "thread_id": key.thread_id,
+                    "version": prev.version,
+                    "path": "$.version" if prev.version >= _INT64_MAX else "$.next_seq",
+                    "type": "checkpoint",
+                },
+            )
         rows: list[tuple[int, bytes]] = []
         if diff.new:
             offset = len(msgs) - len(diff.new) if diff.appended_only else None
