@@ -281,3 +281,38 @@ def test_permanent_failure_is_reported_without_waiting_for_the_timeout() -> None
     assert proc.returncode == EXIT_USAGE, proc.stderr
     assert "no_such_role_t" in _one_line(proc.stderr)
     assert time.monotonic() - t0 < 5.0
+
+
+def _damaged_copy(tmp_path: Path) -> str:
+    """A SQLite file whose thread ``d-1`` has version 1 readable and version 2 damaged."""
+    from tenxgraph.core.state import AgentState, Message
+    from tenxgraph.storage.checkpointer import SqliteCheckpointer
+
+    path = str(tmp_path / "damaged.sqlite")
+    cp = SqliteCheckpointer(path)
+    cfg = {"thread_id": "d-1", "user_id": "alice"}
+    cp.put_state(dict(cfg), AgentState(context=[Message.text_message("one")]))
+    cp.put_state(dict(cfg), AgentState(context=[Message.text_message("one"), Message.text_message("two")]))
+    cp.close()
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE checkpoints SET ranges = '[[null, null]]' WHERE thread_id = 'd-1' AND version = 2")
+    conn.close()
+    return path
+
+
+def test_damaged_stored_data_is_exit_5_naming_thread_and_version(tmp_path: Path) -> None:
+    from tenxgraph.cli import EXIT_DAMAGED
+
+    db = _damaged_copy(tmp_path)
+    proc = _cli("threads", "show", "d-1", "--db", db, "--user", "alice")
+    assert proc.returncode == EXIT_DAMAGED, proc.stderr
+    line = _one_line(proc.stderr)
+    assert "stored data damaged" in line and "'d-1'" in line and "version 2" in line, line
+    assert "tenxgraph threads history d-1" in line and "Traceback" not in proc.stderr
+    # The history still lists the readable version (the damaged one is skipped).
+    proc = _cli("threads", "history", "d-1", "--db", db, "--user", "alice", "--json")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert [s["version"] for s in json.loads(proc.stdout)] == [1]
+    # The exit code is documented in --help.
+    assert "5  stored data damaged" in _cli("--help").stdout

@@ -23,6 +23,8 @@ also printed by ``tenxgraph --help``):
   command to run), a schema newer than this code.
 * ``3``: the store is unreachable or failing: connection refused, timeout, too many clients.
 * ``4``: permission denied: password rejected, no ``pg_hba.conf`` entry, missing privileges.
+* ``5``: stored data damaged: a row changed outside tenxgraph cannot be decoded; the line names
+  the thread and version (restore the row, delete the thread, or read another version).
 
 Only ``setup`` writes DDL; the ``threads`` commands never create or migrate anything.
 """
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from tenxgraph.cli._common import (
+    EXIT_DAMAGED,
     EXIT_MISMATCH,
     EXIT_OK,
     EXIT_PERMISSION,
@@ -54,6 +57,7 @@ from tenxgraph.cli.replay import _cmd_replay
 from tenxgraph.cli.threads import _cmd_setup, _cmd_threads
 
 __all__ = [
+    "EXIT_DAMAGED",
     "EXIT_MISMATCH",
     "EXIT_OK",
     "EXIT_PERMISSION",
@@ -70,7 +74,8 @@ exit codes (every failure is one line on stderr):
   2  usage or configuration: bad arguments, unknown role/database/host, missing tables
      (run tenxgraph setup), schema newer than this code
   3  storage unreachable (refused, timeout, too many clients)
-  4  permission denied (Postgres or Redis password rejected, pg_hba.conf, privileges)"""
+  4  permission denied (Postgres or Redis password rejected, pg_hba.conf, privileges)
+  5  stored data damaged (a row changed outside tenxgraph; the line names thread and version)"""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -19,6 +19,9 @@ EXIT_UNREACHABLE = 3
 #: Exit code: permission denied (Postgres or Redis password rejected, ``pg_hba.conf``, missing
 #: privileges on the tables).
 EXIT_PERMISSION = 4
+#: Exit code: stored data is damaged (a row modified outside tenxgraph cannot be decoded); the
+#: message names the thread and version.
+EXIT_DAMAGED = 5
 
 #: Seconds the read commands and ``setup`` wait for the store by default (``--timeout``).
 DEFAULT_TIMEOUT_S = 5.0
@@ -192,12 +195,13 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
     Returns:
         A ``CliError``: 2 for configuration (bad options, unknown role, database or host,
         TLS, missing or newer tables), 3 for an unreachable or failing store, 4 for a
-        permission refused, 1 for anything unexpected.
+        permission refused, 5 for damaged stored data, 1 for anything unexpected.
     """
     from tenxgraph.core.exceptions import (
         ConfigError,
         SchemaMissingError,
         SchemaVersionError,
+        SerializationError,
         StorageConnectionError,
         StorageError,
         TenxGraphError,
@@ -222,6 +226,14 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
     if isinstance(exc, StorageConnectionError):
         code = EXIT_PERMISSION if exc.context.get("reason") in ("password", "permission") else EXIT_USAGE
         return CliError(one_line(exc, secrets), code)
+    if isinstance(exc, SerializationError):
+        tid = exc.context.get("thread_id")
+        hint = (
+            f"; `tenxgraph threads history {tid}` lists the versions still readable"
+            if isinstance(tid, str) and "\n" not in tid
+            else ""
+        )
+        return CliError(f"{where}stored data damaged: {one_line(exc, secrets)}{hint}", EXIT_DAMAGED)
     if isinstance(exc, TransientStorageError | OSError):
         return CliError(f"{where}{one_line(exc, secrets)}", EXIT_UNREACHABLE)
     if isinstance(exc, StorageError):

@@ -30,7 +30,8 @@ write was sent, the store cannot know whether the server committed it; it reads 
 (``tenxgraph.storage._sql.WRITE_OUTCOME_PROBE``): the new version holding this write's
 exact ``values`` means it committed (success, span event ``tenxgraph.commit.recovered``); the
 thread still at the expected version means it did not (the write is sent again, once); another
-write at that version is a real conflict (``StaleStateError``). When the read-back fails too, or
+write at that version is a real conflict (``StaleStateError``). When the read-back fails too
+(it gives up after ``READ_BACK_BUDGET_S`` = 5 s in all, whatever the pool's ``timeout``), or
 cannot tell (the version was pruned since), ``CommitOutcomeUnknownError`` says so; it is
 never reported as a conflict.
 
@@ -108,6 +109,10 @@ POOLERS = ("auto", "pgbouncer", None)
 #: SQLSTATEs of a server-side prepared statement that a transaction pooler lost or mixed up
 #: between server connections (invalid SQL statement name, duplicate prepared statement): the
 #: statement did not run, so it is retried unprepared.
+#: Seconds the read-back after an ambiguous commit may take in all (every try, connection waits
+#: included, whatever the pool's ``timeout``) before ``CommitOutcomeUnknownError``.
+READ_BACK_BUDGET_S = 5.0
+
 _PREPARED_LOST = frozenset({"26000", "42P05"})
 
 #: Pool settings used when ``pool_config`` does not give them. ``prepare_threshold`` is the
@@ -471,13 +476,19 @@ class PostgresStore:
 
     # -- execution and error translation ---------------------------------------------------------
     async def _fetch(
-        self, query: str, params: dict[str, Any], *, retry_dead: bool = True
+        self,
+        query: str,
+        params: dict[str, Any],
+        *,
+        retry_dead: bool = True,
+        wait_s: float | None = None,
     ) -> _Rows:
         """Run one statement on a pooled connection and return its rows (binary results).
 
         Retried once, on a checked connection, when the pooled connection was found dead
         (``retry_dead``); otherwise such a failure raises a ``TransientStorageError``
-        for which ``_maybe_sent`` is true (the statement may have run).
+        for which ``_maybe_sent`` is true (the statement may have run). ``wait_s`` (seconds)
+        caps the wait for a pooled connection below the pool's own ``timeout``.
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -489,7 +500,7 @@ class PostgresStore:
                 # getconn/putconn rather than pool.connection(): the statement commits by
                 # itself (autocommit), so the context's extra commit() check is not needed;
                 # putconn still rolls back or discards a connection left in a bad state.
-                conn = await pool.getconn()
+                conn = await (pool.getconn() if wait_s is None else pool.getconn(timeout=wait_s))
                 try:
                     if self.unprepared and conn.prepare_threshold is not None:
                         conn.prepare_threshold = None
@@ -930,13 +941,16 @@ class PostgresStore:
                 break
         return w.to_record(None)
 
-    async def _probe_outcome(self, w: CheckpointWrite) -> tuple[bool | None, int | None, bool]:
+    async def _probe_outcome(
+        self, w: CheckpointWrite, wait_s: float | None = None
+    ) -> tuple[bool | None, int | None, bool]:
         """``(owned, current_version, ours)`` of the thread after an ambiguous write, where
         ``ours`` says the version ``w`` would have created holds ``w``'s exact values (token
-        included). ``owned`` is ``None`` for a missing thread."""
+        included). ``owned`` is ``None`` for a missing thread. ``wait_s``: as in ``_fetch``."""
         rows = await self._fetch(
             self._q["WRITE_OUTCOME_PROBE"],
             {"thread_id": w.thread_id, "owner": w.user_id, "version": w.expected_version + 1},
+            wait_s=wait_s,
         )
         if not rows:
             return None, None, False
@@ -958,18 +972,26 @@ class PostgresStore:
         Raises:
             StaleStateError: another write created the version ``w`` would have created.
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
-            CommitOutcomeUnknownError: the thread could not be read back (a few tries within
-                about 1 s), the version was pruned since, or the second attempt failed the same
-                way.
+            CommitOutcomeUnknownError: the thread could not be read back (up to 4 tries, all
+                within ``READ_BACK_BUDGET_S`` seconds whatever the pool's ``timeout``), the
+                version was pruned since, or the second attempt failed the same way.
         """
         delay = 0.05
         probe_error: BaseException | None = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READ_BACK_BUDGET_S
         for _ in range(4):
+            left = deadline - loop.time()
+            if left <= 0:  # the budget is spent: unknown
+                if isinstance(probe_error, TransientStorageError):
+                    cause = probe_error
+                break
             try:
-                owned, current, ours = await self._probe_outcome(w)
-            except TransientStorageError as exc:
+                async with asyncio.timeout(left):
+                    owned, current, ours = await self._probe_outcome(w, wait_s=left)
+            except (TransientStorageError, TimeoutError) as exc:
                 probe_error = exc
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))
                 delay *= 3
                 continue
             if ours:
@@ -1346,16 +1368,20 @@ class PostgresStore:
 def _checked_pairs(
     thread_id: str, version: int, flat: list[int] | None, next_seq: int
 ) -> tuple[Range, ...]:
-    """``_pairs`` of a stored row, validated: an even number of integers forming ranges
-    ``0 <= start <= end <= next_seq``.
+    """``_pairs`` of a stored row, validated: an even number of integers (no ``NULL``) forming
+    ranges ``0 <= start <= end <= next_seq``, with ``next_seq`` an integer.
 
     Raises:
         SerializationError: ``STORAGE_SERIALIZATION_000`` for a damaged row (``context``:
             ``thread_id``, ``version``, ``path`` ``"$.ranges"``).
     """
-    if not flat or (
-        len(flat) % 2 == 0
-        and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+    if type(next_seq) is int and (
+        not flat
+        or (
+            len(flat) % 2 == 0
+            and all(type(x) is int for x in flat)  # no NULL, bool or other type in the array
+            and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+        )
     ):
         return _pairs(flat)
     raise SerializationError(

@@ -28,16 +28,18 @@ import math
 import threading
 import uuid
 import zoneinfo
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
-from tenxgraph.core.exceptions import SerializationError
+from tenxgraph.core.exceptions import SerializationError, ValidationError
 from tenxgraph.core.state.message import Message
 
 __all__ = [
     "MAX_INT_DIGITS",
+    "MessageMemo",
     "WRITE_TOKEN_KEY",
     "decode_checkpoint",
     "decode_message",
@@ -45,6 +47,7 @@ __all__ = [
     "decode_values",
     "dumps",
     "encode_message",
+    "messages_decoded",
     "encode_values",
     "loads",
 ]
@@ -272,9 +275,73 @@ def encode_message(msg: Message, path: str = "$.context[?]") -> bytes:
     return data
 
 
+class _DecodeCount:
+    """How many messages ``decode_message`` has decoded in this process (for tests/benchmarks)."""
+
+    n = 0
+
+
+def messages_decoded() -> int:
+    """How many messages this process has decoded so far (``decode_message`` calls).
+
+    Returns:
+        A monotonic count; tests and benchmarks compare it before and after a call to check
+        that reads decode each stored message row once.
+    """
+    return _DecodeCount.n
+
+
 def decode_message(data: bytes | str | memoryview) -> Message:
-    """Rebuild a :class:`Message` from :func:`encode_message` output (validated, never imported)."""
+    """Rebuild a Message from ``encode_message`` output (validated, never imported).
+
+    Args:
+        data: the encoded message (bytes, text or a buffer).
+
+    Returns:
+        The ``Message``.
+
+    Raises:
+        pydantic.ValidationError, orjson.JSONDecodeError: for data that is not an encoded
+            message (callers turn these into ``SerializationError``).
+    """
+    _DecodeCount.n += 1
     return Message.model_validate(loads(data))
+
+
+class MessageMemo:
+    """Decoded messages of one thread, by seq, for the length of one read (a history call).
+
+    Versions of a thread share most of their message rows; decoding each row once per call
+    instead of once per version keeps a full history ``O(rows)`` instead of
+    ``O(versions x rows)``. The snapshots then share those ``Message`` objects (messages are
+    values: build a new one rather than mutate one in place).
+    """
+
+    __slots__ = ("_by_seq",)
+
+    def __init__(self) -> None:
+        self._by_seq: dict[int, tuple[bytes | str | memoryview, Message]] = {}
+
+    def decode(self, seq: int, data: bytes | str | memoryview) -> Message:
+        """The message of row ``seq`` whose stored bytes are ``data``, decoded at most once.
+
+        Args:
+            seq: the row's seq within the thread.
+            data: the row's stored bytes (compared with the cached row's, so a seq whose data
+                differs is decoded again).
+
+        Returns:
+            The ``Message``.
+
+        Raises:
+            Exception: as ``decode_message``.
+        """
+        hit = self._by_seq.get(seq)
+        if hit is not None and (hit[0] is data or hit[0] == data):
+            return hit[1]
+        msg = decode_message(data)
+        self._by_seq[seq] = (data, msg)
+        return msg
 
 
 # -- state values (every field except ``context``) -----------------------------------------------
@@ -474,6 +541,8 @@ def decode_checkpoint(
     *,
     thread_id: str | None,
     version: int | None,
+    seqs: Iterable[int] | None = None,
+    memo: MessageMemo | None = None,
 ) -> tuple[dict[str, Any], list[Message]]:
     """Decode one stored version: its state values and its messages.
 
@@ -483,6 +552,9 @@ def decode_checkpoint(
         messages: the encoded messages of the version, in list order (``None``: none).
         thread_id: the thread the row comes from (named in the error).
         version: the version the row comes from (named in the error).
+        seqs: the seq of each of ``messages``, in the same order (with ``memo``).
+        memo: decoded rows shared across the versions of one read; ``None`` decodes every
+            message.
 
     Returns:
         ``({field: value}, [Message, ...])``.
@@ -499,9 +571,18 @@ def decode_checkpoint(
             exc, thread_id=thread_id, version=version, path="$", what="state", data=values
         ) from None
     out: list[Message] = []
+    if memo is not None and seqs is None:
+        raise ValidationError(
+            "decode_checkpoint: memo= needs seqs= (the seq of each message)",
+            context={"field": "seqs"},
+        )
+    seq_of = iter(seqs) if memo is not None and seqs is not None else None
     for i, data in enumerate(messages or ()):
         try:
-            out.append(decode_message(data))
+            if memo is not None and seq_of is not None:
+                out.append(memo.decode(next(seq_of), data))
+            else:
+                out.append(decode_message(data))
         except Exception as exc:  # noqa: BLE001
             raise _read_error(
                 exc,

@@ -116,3 +116,28 @@ async def test_history_without_limit_pages_through_every_kept_version(backend: B
     assert [s.version for s in hist] == list(range(n, 0, -1))
     assert len(calls) == 3 and all(limit == HISTORY_PAGE for limit, _ in calls)
     assert [s.version for s in await app.aget_state_history(dict(cfg), limit=5, before=10)] == [9, 8, 7, 6, 5]
+
+
+async def test_full_history_decodes_each_message_row_once(backend: Backend) -> None:
+    """Versions share their message rows; a history call decodes each row once, not once per
+    version (which made a full history quadratic)."""
+    cp = backend.new(state_history_limit=0)
+    app = _setter(cp, Bytes, {})
+    cfg = {"thread_id": "t-decode-once"}
+    turns = HISTORY_PAGE + 7  # crosses a page boundary
+    for i in range(turns):
+        await app.ainvoke({"messages": [Message.text_message(f"m{i}")]}, dict(cfg))
+    rows = len((await cp.aget_state(dict(cfg), Bytes)).context)
+    before = serde.messages_decoded()
+    hist = await cp.aget_state_history(dict(cfg), None, None, Bytes)
+    decoded = serde.messages_decoded() - before
+    assert len(hist) == turns
+    assert decoded <= rows, (decoded, rows)  # per version it would be about rows * turns / 2
+    # Each snapshot still holds its own list, exactly the messages of its version.
+    newest, oldest = hist[0].state.context, hist[-1].state.context
+    assert [m.text() for m in oldest] == [m.text() for m in newest[: len(oldest)]]
+    assert len(oldest) < len(newest) and oldest is not newest
+    # A second call decodes again (the memo lives for one call only).
+    before = serde.messages_decoded()
+    await cp.aget_state_history(dict(cfg), None, None, Bytes)
+    assert 0 < serde.messages_decoded() - before <= rows

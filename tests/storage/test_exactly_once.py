@@ -162,3 +162,34 @@ async def test_a_resent_write_recognises_its_own_commit_by_its_token(
         assert [r.version for r in await source.history(key)] == [2, 1]
     finally:
         await cp.aclose()
+
+
+async def test_outcome_unknown_comes_within_seconds_with_the_default_pool_timeout(
+    relay: PgRelay, pg_dsn: str, pg_schema: str
+) -> None:
+    """The read-back after a cut is bounded by its own budget, not by the pool's timeout (30 s
+    by default, which 4 tries used to wait in full): with the relay refusing every connection
+    for a minute, the outcome-unknown error comes within seconds."""
+    import time
+
+    from tenxgraph.storage.postgres import READ_BACK_BUDGET_S
+
+    cp = PgCheckpointer(relay.dsn(pg_dsn), schema=pg_schema, pool_config={"prepare_threshold": None})
+    direct = PgCheckpointer(pg_dsn, schema=pg_schema)
+    app = _app(cp, [])
+    cfg = {"thread_id": "bounded"}
+    try:
+        await app.ainvoke({"messages": [Message.text_message("q0", message_id="m-0")]}, dict(cfg))
+        relay.arm("after_commit", blackout_s=60.0)
+        started = time.monotonic()
+        with pytest.raises(CommitOutcomeUnknownError):
+            await app.ainvoke({"messages": [Message.text_message("q1", message_id="m-1")]}, dict(cfg))
+        elapsed = time.monotonic() - started
+        assert relay.in_blackout(), "the relay must still refuse connections"
+        assert elapsed < 15.0, f"the read-back took {elapsed:.1f} s (budget {READ_BACK_BUDGET_S} s)"
+        # The write did commit (cut after the commit): the server holds the second turn.
+        state = await direct.aget_state(dict(cfg))
+        assert state is not None and _answers(state, "q1") == 1
+    finally:
+        await cp.aclose()
+        await direct.aclose()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tenxgraph.core.exceptions import SerializationError, TenxGraphError
@@ -100,9 +101,13 @@ def _payloads(rng: random.Random, original: bytes) -> bytes:
 
 def _ranges(rng: random.Random, text: bool) -> Any:
     """A corrupted ``ranges`` value (JSON text for SQLite, an int8[] for Postgres)."""
-    choice = rng.randrange(6)
-    flat: list[int]
-    if choice == 0:
+    choice = rng.randrange(8)
+    flat: list[Any]
+    if choice == 6:  # NULL elements (an int8[] may hold them; JSON null in SQLite)
+        flat = rng.choice([[None, None], [0, None], [None, 1], [0, 1, None, None]])
+    elif choice == 7 and text:  # wrong-typed elements only JSON can hold
+        flat = rng.choice([[True, 1], [0.5, 1], ["0", "1"], [[0], 1]])
+    elif choice == 0:
         flat = [rng.randrange(-5, 50) for _ in range(rng.randrange(0, 7))]
     elif choice == 1:
         flat = [0, 2**62]
@@ -118,7 +123,7 @@ def _ranges(rng: random.Random, text: bool) -> Any:
         return flat
     if rng.random() < 0.3:
         return rng.choice(["", "[", "{}", "[[1]]", '[["a", "b"]]', "null", "[[1, 2, 3]]", "1e999"])
-    return "[" + ", ".join(f"[{a}, {b}]" for a, b in zip(flat[::2], flat[1::2], strict=False)) + "]"
+    return orjson.dumps([[a, b] for a, b in zip(flat[::2], flat[1::2], strict=False)]).decode()
 
 
 class RawSqlite:

@@ -51,6 +51,9 @@ __all__ = ["ADMIN_SCOPE", "BaseCheckpointer", "Loaded", "StateSnapshot"]
 
 log = logging.getLogger("tenxgraph.checkpointer")
 
+# Versions and message seqs are stored as signed 64-bit integers by SQLite and Postgres.
+_INT64_MAX = 2**63 - 1
+
 StateT = TypeVar("StateT", bound=AgentState)
 
 #: Cache namespaces starting with this are the checkpointer's own (the state cache).
@@ -392,8 +395,14 @@ class BaseCheckpointer(Generic[StateT]):
         while len(self._seen) > SEEN_MAX_THREADS:
             self._seen.popitem(last=False)
 
-    def _decode(self, rec: StoredCheckpoint, state_cls: type[AgentState]) -> Loaded:
-        """Decode ``rec`` through ``tenxgraph.storage.serde.decode_checkpoint``.
+    def _decode(
+        self,
+        rec: StoredCheckpoint,
+        state_cls: type[AgentState],
+        memo: serde.MessageMemo | None = None,
+    ) -> Loaded:
+        """Decode ``rec`` through ``tenxgraph.storage.serde.decode_checkpoint`` (``memo``: the
+        decoded message rows of the thread shared by one history call).
 
         Raises:
             SerializationError: ``STORAGE_SERIALIZATION_000`` naming the thread, the version and
@@ -408,7 +417,13 @@ class BaseCheckpointer(Generic[StateT]):
             base = objs[:n]
         else:
             values, base = serde.decode_checkpoint(
-                state_cls, rec.values, rec.messages, thread_id=rec.thread_id, version=rec.version
+                state_cls,
+                rec.values,
+                rec.messages,
+                thread_id=rec.thread_id,
+                version=rec.version,
+                seqs=(q for s, e in rec.ranges for q in range(s, e)) if memo is not None else None,
+                memo=memo,
             )
             n = len(base)
         lineage = objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
@@ -520,11 +535,25 @@ class BaseCheckpointer(Generic[StateT]):
 
         Raises:
             SerializationError: ``STORAGE_SERIALIZATION_000`` naming the path of a value that
-                cannot be stored; nothing is written.
+                cannot be stored, or naming the thread and version when ``prev`` came from a
+                damaged row (its version or message counter leaves no room for another write);
+                nothing is written.
         """
         view = prev.view if prev is not None else DurableView.empty()
         msgs = state.context
         diff = diff_messages(view, msgs)
+        if prev is not None and (prev.version >= _INT64_MAX or diff.next_seq > _INT64_MAX):
+            raise SerializationError(
+                f"the stored checkpoint of thread {key.thread_id!r} version {prev.version} is "
+                "damaged (its version or message counter is beyond anything tenxgraph writes); "
+                "restore the row, delete the thread, or read another version",
+                context={
+                    "thread_id": key.thread_id,
+                    "version": prev.version,
+                    "path": "$.version" if prev.version >= _INT64_MAX else "$.next_seq",
+                    "type": "checkpoint",
+                },
+            )
         rows: list[tuple[int, bytes]] = []
         if diff.new:
             offset = len(msgs) - len(diff.new) if diff.appended_only else None
@@ -771,6 +800,8 @@ class BaseCheckpointer(Generic[StateT]):
             per page), so the raw rows of every kept version are never held at once. A version
             whose stored data cannot be decoded is left out and reported once per call (a
             warning and a ``tenxgraph.row.skipped`` span event); the others are returned.
+            Each stored message row is decoded once per call, so the snapshots share the
+            ``Message`` objects of the messages they have in common (messages are values).
         """
         await self._ensure_setup()
         key = self._key(config)
@@ -781,12 +812,13 @@ class BaseCheckpointer(Generic[StateT]):
         bad: list[SerializationError] = []
         remaining = limit
         below = before
+        memo = serde.MessageMemo()  # each message row decoded once per call, not per version
         while remaining is None or remaining > 0:
             page = HISTORY_PAGE if remaining is None else min(HISTORY_PAGE, remaining)
             recs = await self.store.history(key, limit=page, before=below)
             for rec in recs:
                 try:
-                    loaded = self._decode(rec, cls)
+                    loaded = self._decode(rec, cls, memo)
                 except SerializationError as exc:
                     bad.append(exc)
                     continue
