@@ -314,5 +314,17 @@ def test_damaged_stored_data_is_exit_5_naming_thread_and_version(tmp_path: Path)
     proc = _cli("threads", "history", "d-1", "--db", db, "--user", "alice", "--json")
     assert proc.returncode == EXIT_OK, proc.stderr
     assert [s["version"] for s in json.loads(proc.stdout)] == [1]
+    # ... and says on stderr, in one line, which version it left out.
+    warning = _one_line(proc.stderr)
+    assert warning.startswith("warning: ") and "'d-1'@2" in warning, warning
+    # With every version damaged the history is not "not found": exit 5.
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE checkpoints SET ranges = '[[null, null]]' WHERE thread_id = 'd-1'")
+    conn.close()
+    proc = _cli("threads", "history", "d-1", "--db", db, "--user", "alice")
+    assert proc.returncode == EXIT_DAMAGED, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert "stored data damaged" in line and "left out" in line, line
     # The exit code is documented in --help.
     assert "5  stored data damaged" in _cli("--help").stdout

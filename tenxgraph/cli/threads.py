@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from tenxgraph.cli._common import (
     DEFAULT_TIMEOUT_S,
+    EXIT_DAMAGED,
     EXIT_MISMATCH,
     EXIT_OK,
     EXIT_PERMISSION,
@@ -169,6 +171,26 @@ def _list_table(threads: list[Any], all_users: bool) -> None:
         )
 
 
+class _SkippedRows(logging.Handler):
+    """Collects, while active, the storage layer's one-line reports of rows a list operation
+    left out as undecodable (logger ``tenxgraph.storage``), so the CLI can say so on stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "cannot be decoded" in record.getMessage():
+            self.messages.append(record.getMessage())
+
+    def __enter__(self) -> _SkippedRows:
+        logging.getLogger("tenxgraph.storage").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("tenxgraph.storage").removeHandler(self)
+
+
 def _history_table(snaps: list[Any]) -> None:
     """Print a thread's versions as a table that fits the terminal (narrower status and node
     columns, then a compact time, then no time on narrow terminals)."""
@@ -291,7 +313,16 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
                 print(f"{i:>4} {m.role:<9} {_describe_message(m, width)}")
             return EXIT_OK
         if args.action == "history":
-            snaps = await cp.aget_state_history(cfg, limit=args.limit)
+            with _SkippedRows() as skipped:
+                snaps = await cp.aget_state_history(cfg, limit=args.limit)
+            if skipped.messages and not snaps:
+                raise CliError(
+                    f"stored data damaged: every readable version of thread "
+                    f"{safe(args.thread_id)} was left out ({skipped.messages[0]})",
+                    EXIT_DAMAGED,
+                )
+            for message in skipped.messages:
+                print(f"warning: {message}", file=sys.stderr)
             if not snaps:
                 return _not_found(args)
             if args.json:
