@@ -174,24 +174,23 @@ def counter(name: str) -> Counter:
     Raises:
         ValidationError: ``VALIDATION_000`` for an empty or non-str name.
     """
-    _check_name(name)
-    with _lock:
-        found = _counters.get(name)
-        if found is None:
-            found = Counter(name)
-            found._bind(_current_meter())  # noqa: SLF001 - module-private protocol
-            _counters[name] = found
-        return found
+    return _get_or_create(_counters, Counter, name)
 
 
 def _timer_metric(name: str) -> TimerMetric:
+    return _get_or_create(_timers, TimerMetric, name)
+
+
+def _get_or_create(registry: dict[str, Any], cls: Any, name: str) -> Any:
+    """The process-wide metric ``name`` of ``registry``, made (and bound to the current meter)
+    on first use."""
     _check_name(name)
     with _lock:
-        found = _timers.get(name)
+        found = registry.get(name)
         if found is None:
-            found = TimerMetric(name)
+            found = cls(name)
             found._bind(_current_meter())  # noqa: SLF001 - module-private protocol
-            _timers[name] = found
+            registry[name] = found
         return found
 
 
