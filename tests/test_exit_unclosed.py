@@ -107,3 +107,34 @@ def test_exit_without_close_is_quiet(
     if mode == "dropped":
         assert "left open 0" in proc.stdout
     assert proc.stderr == ""
+
+
+def test_connection_noise_of_a_pool_we_closed_is_dropped_and_nothing_else() -> None:
+    """psycopg_pool's "error connecting" line for a pool tenxgraph closed (a connection attempt
+    that was in flight when the pool or its loop went away) does not reach stderr; the same line
+    for any other pool, and every other record, still does."""
+    import logging
+
+    from tenxgraph.storage import postgres
+
+    pool_log = logging.getLogger("psycopg.pool")
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = Keep()
+    pool_log.addHandler(handler)
+    postgres._CLOSED_POOLS.add("pool-closed-by-test")
+    try:
+        pool_log.warning("error connecting in %r: %s", "pool-closed-by-test", "")
+        pool_log.warning("error connecting in %r: %s", "pool-still-open", "refused")
+        pool_log.warning("discarding closed connection: %s", "pool-closed-by-test")
+    finally:
+        pool_log.removeHandler(handler)
+        postgres._CLOSED_POOLS.discard("pool-closed-by-test")
+    assert seen == [
+        "error connecting in 'pool-still-open': refused",
+        "discarding closed connection: pool-closed-by-test",
+    ]

@@ -466,6 +466,7 @@ class PostgresStore:
         for loop, entry in list(self._pools.items()):
             self._pools.pop(loop, None)
             if loop is current:
+                _CLOSED_POOLS.add(entry.pool.name)
                 await entry.pool.close()
                 if entry.guard is not None:
                     entry.guard.cancel()
@@ -1448,6 +1449,30 @@ async def _check_pool(pool: AsyncConnectionPool) -> None:
         pass
 
 
+#: Names of the pools this module has closed (or is closing). A connection attempt that such a
+#: pool had in flight fails when the pool or its loop goes away, and psycopg_pool reports it as
+#: "error connecting in 'pool-N'"; that line is noise about a pool already released on purpose.
+_CLOSED_POOLS: set[str] = set()
+
+
+class _ClosedPoolNoise(logging.Filter):
+    """Drops psycopg_pool's "error connecting" records of pools in ``_CLOSED_POOLS`` (logger
+    ``psycopg.pool``); every other record of that logger passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (
+            isinstance(record.msg, str)
+            and record.msg.startswith("error connecting in")
+            and isinstance(args, tuple)
+            and args
+            and args[0] in _CLOSED_POOLS
+        )
+
+
+logging.getLogger("psycopg.pool").addFilter(_ClosedPoolNoise())
+
+
 async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:
     """Wait forever; when cancelled (the loop is shutting down, e.g. at the end of
     ``asyncio.run``, or :meth:`PostgresStore.aclose` ran), close ``pool``.
@@ -1459,6 +1484,7 @@ async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:
     try:
         await asyncio.get_running_loop().create_future()
     finally:
+        _CLOSED_POOLS.add(pool.name)
         try:
             await pool.close(timeout=1.0)
         except Exception:  # noqa: BLE001 - best effort at shutdown
@@ -1487,6 +1513,7 @@ def _abandon(pool: AsyncConnectionPool) -> None:
     the idle connections' sockets are closed directly (``PGconn.finish``), which also spares
     their "deleted while still open" warnings.
     """
+    _CLOSED_POOLS.add(pool.name)
     for conn in list(getattr(pool, "_pool", ())):
         try:
             conn.pgconn.finish()
