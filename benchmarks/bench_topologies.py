@@ -182,7 +182,11 @@ def report(out: dict[str, Any]) -> str:
             lines.append(
                 f"| {r['contender']} | {ms['median']:.2f} ({ms['min']:.2f}-{ms['max']:.2f}) "
                 f"| {cpu['median']:.2f} | "
-                + (f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "-")
+                + (
+                    f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})"
+                    if ratio
+                    else "-"
+                )
                 + " |"
             )
         lines.append("")

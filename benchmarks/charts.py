@@ -71,7 +71,9 @@ def series(table: list[list[str]], first_col: int) -> dict[str, list[tuple[float
     return out
 
 
-def draw(data: dict[str, list[tuple[float, float, float]]], title: str, ylabel: str, path: Path) -> None:
+def draw(
+    data: dict[str, list[tuple[float, float, float]]], title: str, ylabel: str, path: Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +86,13 @@ def draw(data: dict[str, list[tuple[float, float, float]]], title: str, ylabel: 
         colour, style = STYLE[name]
         med = [c[0] for c in data[name]]
         ax.plot(HISTORY, med, style, color=colour, marker="o", label=name, linewidth=2)
-        ax.fill_between(HISTORY, [c[1] for c in data[name]], [c[2] for c in data[name]], color=colour, alpha=0.12)
+        ax.fill_between(
+            HISTORY,
+            [c[1] for c in data[name]],
+            [c[2] for c in data[name]],
+            color=colour,
+            alpha=0.12,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(HISTORY, [f"{h:,}" for h in HISTORY])
@@ -109,12 +117,24 @@ def main(argv: list[str] | None = None) -> int:
     wal = tables_after(text, "## Bytes written per step")[0]
     # The WAL table has a "measure" column and a "fresh thread" column before the lengths.
     wal_rows = [row for row in wal if row[0] == "contender" or "WAL" in row[1]]
-    draw(series(growth_ms, 1), "Time per step as the thread grows (per-step checkpoints)",
-         "ms per step (log)", args.out / "growth.png")
-    draw(series(growth_cpu, 1), "Client CPU per step as the thread grows",
-         "client CPU ms per step (log)", args.out / "cpu.png")
-    draw(series(wal_rows, 3), "PostgreSQL WAL bytes written per step",
-         "WAL bytes per step (log)", args.out / "wal.png")
+    draw(
+        series(growth_ms, 1),
+        "Time per step as the thread grows (per-step checkpoints)",
+        "ms per step (log)",
+        args.out / "growth.png",
+    )
+    draw(
+        series(growth_cpu, 1),
+        "Client CPU per step as the thread grows",
+        "client CPU ms per step (log)",
+        args.out / "cpu.png",
+    )
+    draw(
+        series(wal_rows, 3),
+        "PostgreSQL WAL bytes written per step",
+        "WAL bytes per step (log)",
+        args.out / "wal.png",
+    )
     print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*.png')))} to {args.out}")
     return 0
 

@@ -64,9 +64,10 @@ def main() -> None:
     app = build(db)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until step3 is running
-        if os.path.exists(os.environ["TRACE_FILE"]) and "step3" in Path(
-            os.environ["TRACE_FILE"]
-        ).read_text():
+        if (
+            os.path.exists(os.environ["TRACE_FILE"])
+            and "step3" in Path(os.environ["TRACE_FILE"]).read_text()
+        ):
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)

@@ -96,4 +96,6 @@ def on_post_build(config: Any, **_: Any) -> None:
         target = Path(config.site_dir) / MERMAID_URL
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(MERMAID, target)
-        shutil.copyfile(MERMAID.with_suffix("").with_suffix(".LICENSE"), target.with_name("mermaid.LICENSE"))
+        shutil.copyfile(
+            MERMAID.with_suffix("").with_suffix(".LICENSE"), target.with_name("mermaid.LICENSE")
+        )

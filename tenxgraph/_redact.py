@@ -99,7 +99,9 @@ def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
         "host=db user=bob password='***'"
     """
     out = str(text)
-    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True):
+    for secret in sorted(
+        {s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True
+    ):
         out = out.replace(secret, MASK)
     out = _URL.sub(_mask_url, out)
     return _KEY_VALUE.sub(_mask_value, out)

@@ -66,7 +66,9 @@ def _probe(name: str) -> str | None:
         except (redis.RedisError, OSError) as exc:
             return f"the Redis Cluster at {REDIS_CLUSTER_URL} is not answering ({exc!r})"
         if info.get("cluster_state") != "ok":
-            return f"the Redis Cluster at {REDIS_CLUSTER_URL} is not ok ({info.get('cluster_state')})"
+            return (
+                f"the Redis Cluster at {REDIS_CLUSTER_URL} is not ok ({info.get('cluster_state')})"
+            )
         return None
     raise AssertionError(f"unknown service {name!r}")
 

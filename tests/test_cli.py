@@ -192,8 +192,19 @@ def test_replay_defaults_to_the_bundled_recordings_outside_a_clone(tmp_path):
     # no data argument, run from a folder that holds no tenxgraph/data: the recordings that
     # ship in the package are used
     proc = subprocess.run(
-        [sys.executable, "-m", "tenxgraph.cli", "replay", "--limit", "2", "--workers", "1",
-         "--db", str(tmp_path / "r.sqlite"), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "tenxgraph.cli",
+            "replay",
+            "--limit",
+            "2",
+            "--workers",
+            "1",
+            "--db",
+            str(tmp_path / "r.sqlite"),
+            "--quiet",
+        ],
         env=_env(),
         capture_output=True,
         text=True,
@@ -208,9 +219,7 @@ def test_replay_defaults_to_the_bundled_recordings_outside_a_clone(tmp_path):
 @pytest.mark.postgres
 @pytest.mark.redis
 @pytest.mark.parametrize("topology", ["direct", "pgbouncer", "partitioned", "redis-cluster"])
-def test_replay_on_postgres_and_redis_with_kills(
-    tmp_path, request, pg_dsn, pg_schema, topology
-):
+def test_replay_on_postgres_and_redis_with_kills(tmp_path, request, pg_dsn, pg_schema, topology):
     """A replay with SIGKILLed workers verifies every thread on each deployment topology
     (docs/deployment.md): direct, through PgBouncer in transaction mode, on the
     hash-partitioned layout, and with a Redis Cluster as the shared cache."""

@@ -70,7 +70,13 @@ def test_version() -> None:
 
 def test_help_documents_every_exit_code() -> None:
     out = _cli("--help").stdout
-    for fragment in ("0  ok", "1  not found", "2  usage", "3  storage unreachable", "4  permission"):
+    for fragment in (
+        "0  ok",
+        "1  not found",
+        "2  usage",
+        "3  storage unreachable",
+        "4  permission",
+    ):
         assert fragment in out
     assert "1  not found" in _cli("threads", "show", "--help").stdout
 
@@ -238,7 +244,9 @@ def odd_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     cp = SqliteCheckpointer(path)
     for tid, user in ((EVIL, LONG_OWNER), (WIDE, LONG_OWNER), ("plain", "bob")):
         text = "hello \x1b[31mred\x07 中文"
-        cp.put_state({"thread_id": tid, "user_id": user}, AgentState(context=[Message.text_message(text)]))
+        cp.put_state(
+            {"thread_id": tid, "user_id": user}, AgentState(context=[Message.text_message(text)])
+        )
     cp.close()
     return path
 
@@ -292,11 +300,15 @@ def _damaged_copy(tmp_path: Path) -> str:
     cp = SqliteCheckpointer(path)
     cfg = {"thread_id": "d-1", "user_id": "alice"}
     cp.put_state(dict(cfg), AgentState(context=[Message.text_message("one")]))
-    cp.put_state(dict(cfg), AgentState(context=[Message.text_message("one"), Message.text_message("two")]))
+    cp.put_state(
+        dict(cfg), AgentState(context=[Message.text_message("one"), Message.text_message("two")])
+    )
     cp.close()
     conn = sqlite3.connect(path)
     with conn:
-        conn.execute("UPDATE checkpoints SET ranges = '[[null, null]]' WHERE thread_id = 'd-1' AND version = 2")
+        conn.execute(
+            "UPDATE checkpoints SET ranges = '[[null, null]]' WHERE thread_id = 'd-1' AND version = 2"
+        )
     conn.close()
     return path
 

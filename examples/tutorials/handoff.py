@@ -27,16 +27,23 @@ def build() -> object:
         "COORDINATOR",
         Agent(
             model=MODEL,
-            system_prompt=[{"role": "system", "content": "Delegate research questions to the researcher."}],
+            system_prompt=[
+                {"role": "system", "content": "Delegate research questions to the researcher."}
+            ],
             tool_node="COORDINATOR_TOOLS",
         ),
     )
-    graph.add_node("COORDINATOR_TOOLS", ToolNode([create_handoff_tool("RESEARCHER", "Research a topic in depth")]))
+    graph.add_node(
+        "COORDINATOR_TOOLS",
+        ToolNode([create_handoff_tool("RESEARCHER", "Research a topic in depth")]),
+    )
     graph.add_node(
         "RESEARCHER",
         Agent(
             model=MODEL,
-            system_prompt=[{"role": "system", "content": "Research with the notes tool, then answer."}],
+            system_prompt=[
+                {"role": "system", "content": "Research with the notes tool, then answer."}
+            ],
             tool_node="RESEARCHER_TOOLS",
         ),
     )
@@ -60,7 +67,9 @@ def build() -> object:
 
 def main() -> None:
     app = build()
-    result = app.invoke({"messages": [Message.text_message("Why are there tides?")]}, {"thread_id": "h1"})
+    result = app.invoke(
+        {"messages": [Message.text_message("Why are there tides?")]}, {"thread_id": "h1"}
+    )
     for msg in result["messages"]:
         calls = ", ".join(c.name for c in msg.tool_calls())
         print(f"{msg.role:9} {msg.text() or calls}")

@@ -31,7 +31,9 @@ def build() -> object:
         "MAIN",
         Agent(
             model=MODEL,
-            system_prompt=[{"role": "system", "content": "You answer weather questions with the tool."}],
+            system_prompt=[
+                {"role": "system", "content": "You answer weather questions with the tool."}
+            ],
             tool_node="TOOL",
         ),
     )
@@ -45,7 +47,9 @@ def build() -> object:
 def main() -> None:
     app = build()
     config = {"thread_id": "react-1"}
-    result = app.invoke({"messages": [Message.text_message("What is the weather in Lisbon?")]}, config)
+    result = app.invoke(
+        {"messages": [Message.text_message("What is the weather in Lisbon?")]}, config
+    )
     for msg in result["messages"]:
         calls = ", ".join(f"{c.name}({c.args})" for c in msg.tool_calls())
         print(f"{msg.role:9} {msg.text() or calls}")

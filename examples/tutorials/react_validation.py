@@ -29,7 +29,9 @@ class HousePolicy(BaseValidator):
             body = msg.text()
             for topic in self.banned:
                 if topic in body.lower():
-                    raise ValidationError(f"we do not give {topic}", "banned_topic", {"topic": topic})
+                    raise ValidationError(
+                        f"we do not give {topic}", "banned_topic", {"topic": topic}
+                    )
             if len(body) > 12 and body.isupper():
                 raise ValidationError("please do not shout", "all_caps", {"length": len(body)})
         return True
@@ -58,7 +60,9 @@ def build() -> object:
 
 def main() -> None:
     app = build()
-    ok = app.invoke({"messages": [Message.text_message("Weather in Seville?")]}, {"thread_id": "v1"})
+    ok = app.invoke(
+        {"messages": [Message.text_message("Weather in Seville?")]}, {"thread_id": "v1"}
+    )
     print("answered:", ok["messages"][-1].text())
     for i, text in enumerate(
         [

@@ -32,7 +32,9 @@ def main() -> None:
     started = threading.Event()
 
     def reader() -> None:
-        for chunk in app.stream({"messages": [Message.text_message("Tell me a long story.")]}, config):
+        for chunk in app.stream(
+            {"messages": [Message.text_message("Tell me a long story.")]}, config
+        ):
             if chunk.event == "message" and chunk.message.delta:
                 seen.append(chunk.message.text())
                 started.set()

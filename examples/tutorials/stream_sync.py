@@ -26,7 +26,9 @@ def build() -> object:
         "MAIN",
         Agent(
             model=MODEL,
-            system_prompt=[{"role": "system", "content": "You are helping {traveller} plan a trip."}],
+            system_prompt=[
+                {"role": "system", "content": "You are helping {traveller} plan a trip."}
+            ],
             tool_node="TOOL",
         ),
     )
@@ -42,7 +44,10 @@ def build() -> object:
 def main() -> None:
     app = build()
     config = {"thread_id": "sync-stream"}
-    inp = {"messages": [Message.text_message("Is it a good day to visit Kyoto?")], "state": {"traveller": "Mika"}}
+    inp = {
+        "messages": [Message.text_message("Is it a good day to visit Kyoto?")],
+        "state": {"traveller": "Mika"},
+    }
     text = []
     for chunk in app.stream(inp, config):
         if chunk.event == "message" and chunk.message.delta:

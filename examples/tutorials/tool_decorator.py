@@ -48,7 +48,9 @@ def main() -> None:
     print("order tools:", [t["function"]["name"] for t in tools.get_local_tool(tags={"orders"})])
     print("read tools:", [t["function"]["name"] for t in tools.get_local_tool(tags={"read"})])
     app = build(tools)
-    result = app.invoke({"messages": [Message.text_message("Where is order A-17?")]}, {"thread_id": "t1"})
+    result = app.invoke(
+        {"messages": [Message.text_message("Where is order A-17?")]}, {"thread_id": "t1"}
+    )
     print("answer:", result["messages"][-1].text())
     app.close()
 

@@ -314,4 +314,3 @@ def _silence_stdout() -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -74,8 +74,7 @@ class StoreSpec:
 
         if self.dsn:
             cache = (
-                f" + Redis {redact(self.redis_url, self.secrets())} "
-                f"(prefix {self.redis_prefix!r})"
+                f" + Redis {redact(self.redis_url, self.secrets())} (prefix {self.redis_prefix!r})"
                 if self.redis_url
                 else ""
             )
@@ -140,7 +139,6 @@ def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> Stor
         redis_cluster=bool(getattr(args, "redis_cluster", False)),
         partitions=getattr(args, "partitions", None),
     )
-
 
 
 async def _open(spec: StoreSpec, *, read_only: bool = False) -> Any:
@@ -224,7 +222,11 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
     if isinstance(exc, SchemaVersionError):
         return CliError(f"{where}{one_line(exc, secrets)}", EXIT_USAGE)
     if isinstance(exc, StorageConnectionError):
-        code = EXIT_PERMISSION if exc.context.get("reason") in ("password", "permission") else EXIT_USAGE
+        code = (
+            EXIT_PERMISSION
+            if exc.context.get("reason") in ("password", "permission")
+            else EXIT_USAGE
+        )
         return CliError(one_line(exc, secrets), code)
     if isinstance(exc, SerializationError):
         tid = exc.context.get("thread_id")
@@ -284,4 +286,3 @@ def _add_store_args(p: argparse.ArgumentParser, *, db_help: str) -> None:
         help="seconds to keep retrying an unreachable Postgres (default: "
         f"{DEFAULT_TIMEOUT_S:g} for setup and threads, 30 for demo and replay)",
     )
-

@@ -248,4 +248,3 @@ async def _demo_async(args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(Exception):
             await cp.aclose()
-

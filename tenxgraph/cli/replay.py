@@ -860,4 +860,3 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for line in (fleet.failures + ver.mismatches + ver.double_executions)[:20]:
         print("  " + line)
     return EXIT_OK if ver.ok and not fleet.failures else EXIT_MISMATCH
-

@@ -251,7 +251,9 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             scope = ADMIN_SCOPE if args.all_users else args.user
-            threads = await cp.alist_threads({"user_id": scope}, search=args.search, limit=args.limit)
+            threads = await cp.alist_threads(
+                {"user_id": scope}, search=args.search, limit=args.limit
+            )
             if args.json:
                 _print_json(
                     [

@@ -70,7 +70,9 @@ class ToolCallContext:
     interrupt_seq: int = 0
 
 
-_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("tenxgraph_run", default=None)
+_RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
+    "tenxgraph_run", default=None
+)
 _TOOL_CALL: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar(
     "tenxgraph_tool_call", default=None
 )

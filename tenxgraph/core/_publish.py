@@ -52,5 +52,9 @@ async def publish_event(
         await publisher.publish(model)
     except Exception:  # noqa: BLE001 - a publisher must not break the run
         _log.warning(
-            "publisher %s failed on %s/%s", type(publisher).__name__, event, event_type, exc_info=True
+            "publisher %s failed on %s/%s",
+            type(publisher).__name__,
+            event,
+            event_type,
+            exc_info=True,
         )

@@ -210,7 +210,11 @@ def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, 
         return {"context": [_as_message(m, node) for m in ret]}, goto
     if isinstance(ret, AgentState):
         fields = type(state).model_fields
-        upd = {k: getattr(ret, k) for k in type(ret).model_fields if k in fields and k != "execution_meta"}
+        upd = {
+            k: getattr(ret, k)
+            for k in type(ret).model_fields
+            if k in fields and k != "execution_meta"
+        }
         upd["__replace__"] = True
         return upd, goto
     if isinstance(ret, dict):
@@ -274,7 +278,11 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
             if replace:
                 from tenxgraph.core.state.reducers import replace_messages
 
-                changes[name] = msgs if isinstance(msgs, MessageList) and msgs is old_ctx else replace_messages(None, msgs)
+                changes[name] = (
+                    msgs
+                    if isinstance(msgs, MessageList) and msgs is old_ctx
+                    else replace_messages(None, msgs)
+                )
             elif append:
                 from tenxgraph.core.state.reducers import add_messages
 
@@ -320,7 +328,9 @@ def _has_tool_calls(msgs: list[Message]) -> bool:
 
 
 # -- input --------------------------------------------------------------------------------------
-def parse_input(input_data: Any, state_cls: type[AgentState]) -> tuple[list[Message], dict[str, Any], Any, bool]:
+def parse_input(
+    input_data: Any, state_cls: type[AgentState]
+) -> tuple[list[Message], dict[str, Any], Any, bool]:
     """Validate a run's input before anything is written.
 
     Returns:
@@ -383,7 +393,10 @@ class _Run:
     """Mutable bookkeeping of one invocation (not shared across tasks)."""
 
     def __init__(
-        self, graph: CompiledGraph, rc: RunConfig, granularity: ResponseGranularity = ResponseGranularity.LOW
+        self,
+        graph: CompiledGraph,
+        rc: RunConfig,
+        granularity: ResponseGranularity = ResponseGranularity.LOW,
     ) -> None:
         self.graph = graph
         self.granularity = granularity
@@ -454,13 +467,13 @@ def _pause_chunk(run: _Run, state: AgentState, node: str, kind: str) -> StreamCh
     )
 
 
-def _result(run: _Run, granularity: ResponseGranularity, input_msgs: list[Message]) -> dict[str, Any]:
+def _result(
+    run: _Run, granularity: ResponseGranularity, input_msgs: list[Message]
+) -> dict[str, Any]:
     state = run.state
     assert state is not None
     done = run.resumed_count
-    out: dict[str, Any] = {
-        "messages": run.produced[:done] + list(input_msgs) + run.produced[done:]
-    }
+    out: dict[str, Any] = {"messages": run.produced[:done] + list(input_msgs) + run.produced[done:]}
     if granularity in (ResponseGranularity.PARTIAL, ResponseGranularity.FULL):
         out["context"] = list(state.context)
         # The reference page's key (the concepts page says ``context_summary``).
@@ -479,7 +492,9 @@ def _result(run: _Run, granularity: ResponseGranularity, input_msgs: list[Messag
     return out
 
 
-async def _route(graph: CompiledGraph, node: str, state: AgentState, config: dict[str, Any], goto: str | None) -> str:
+async def _route(
+    graph: CompiledGraph, node: str, state: AgentState, config: dict[str, Any], goto: str | None
+) -> str:
     if goto:
         if goto != END and goto not in graph.node_objects:
             raise GraphError(
@@ -555,7 +570,9 @@ async def run_graph(
     run.span = run_span
     await _publish(run, Event.GRAPH_EXECUTION, EventType.START)
     try:
-        async for chunk in _run_body(run, input_msgs, field_updates, resume_value, has_resume, granularity):
+        async for chunk in _run_body(
+            run, input_msgs, field_updates, resume_value, has_resume, granularity
+        ):
             yield chunk
     except BaseException as exc:
         record_error(run_span, exc)
@@ -566,18 +583,27 @@ async def run_graph(
         status = run.state.execution_meta.status if run.state is not None else None
         paused = status in _PAUSED
         await _publish(
-            run, Event.GRAPH_EXECUTION, EventType.INTERRUPTED if paused else EventType.END,
+            run,
+            Event.GRAPH_EXECUTION,
+            EventType.INTERRUPTED if paused else EventType.END,
             status=str(status) if status is not None else None,
         )
     finally:
         run_span.end()
 
 
-def _publish(run: _Run, event: Event, event_type: EventType, node: str | None = None, **data: Any) -> Any:
+def _publish(
+    run: _Run, event: Event, event_type: EventType, node: str | None = None, **data: Any
+) -> Any:
     """Publish one event of this run to the graph's publisher (``compile(publisher=...)``)."""
     return publish_event(
-        getattr(run.graph, "publisher", None), event, event_type, run.rc.thread_id, run.rc.run_id,
-        node, data,
+        getattr(run.graph, "publisher", None),
+        event,
+        event_type,
+        run.rc.thread_id,
+        run.rc.run_id,
+        node,
+        data,
     )
 
 
@@ -654,7 +680,11 @@ async def _run_body(
         resume_from = meta.current_node
     elif meta.status == ExecutionStatus.ERROR and not has_new_input:
         resume_from = meta.current_node
-    if resume_from is not None and resume_from not in (END, START) and resume_from in graph.node_objects:
+    if (
+        resume_from is not None
+        and resume_from not in (END, START)
+        and resume_from in graph.node_objects
+    ):
         run_span.add_event(EVENT.RESUME, {ATTR.NODE: resume_from})
         replay = meta.status == ExecutionStatus.RUNNING
         skip_before = meta.status == ExecutionStatus.INTERRUPTED_BEFORE
@@ -691,7 +721,9 @@ async def _run_body(
                 yield ch
             return
         if reply_to_pause or run.state.execution_meta.status != ExecutionStatus.COMPLETED:
-            yield RunResult(_result(run, granularity, input_msgs if reply_to_pause else []), run.state)
+            yield RunResult(
+                _result(run, granularity, input_msgs if reply_to_pause else []), run.state
+            )
             return
 
     if not has_new_input:
@@ -874,18 +906,29 @@ async def _execute_node(
             with use_span(run.span), use_span(node_span):
                 out.nxt = await _route(graph, node, new_state, rc.raw, goto)
             out.new_state, out.new_msgs = new_state, new_msgs
-            await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=meta["step"], next=out.nxt)
+            await _publish(
+                run, Event.NODE_EXECUTION, EventType.END, node, step=meta["step"], next=out.nxt
+            )
         except (GraphInterrupt, BaseExceptionGroup) as gi:
             payloads = _interrupt_payloads(gi)
             if payloads is None:
                 raise
             del ctx0[n0:]  # the node re-runs on resume: nothing of this attempt is kept
             out.pause = payloads
-            await _publish(run, Event.NODE_EXECUTION, EventType.INTERRUPTED, node, step=meta["step"])
+            await _publish(
+                run, Event.NODE_EXECUTION, EventType.INTERRUPTED, node, step=meta["step"]
+            )
     except BaseException as exc:
         record_error(node_span, exc)
         if isinstance(exc, Exception):
-            await _publish(run, Event.NODE_EXECUTION, EventType.ERROR, node, step=meta["step"], **_error_data(exc))
+            await _publish(
+                run,
+                Event.NODE_EXECUTION,
+                EventType.ERROR,
+                node,
+                step=meta["step"],
+                **_error_data(exc),
+            )
         if len(ctx0) > n0:
             del ctx0[n0:]  # the state before the node is what an error checkpoint holds
         if isinstance(exc, Exception) and _should_save_error(exc):
@@ -963,13 +1006,19 @@ async def _steps(
         assert state is not None
         # Recursion limit: counted per invocation.
         if run.executed >= rc.recursion_limit:
-            run.state = _with_meta(state, status=ExecutionStatus.ERROR, current_node=node, error="recursion limit")
+            run.state = _with_meta(
+                state, status=ExecutionStatus.ERROR, current_node=node, error="recursion limit"
+            )
             await run.commit(run.state)
             raise GraphRecursionError(
                 f"the run executed {run.executed} nodes, the recursion_limit; raise "
                 "config['recursion_limit'] or fix the loop. State saved; invoke(None, config) "
                 "continues from node " + repr(node),
-                context={"thread_id": rc.thread_id, "recursion_limit": rc.recursion_limit, "node": node},
+                context={
+                    "thread_id": rc.thread_id,
+                    "recursion_limit": rc.recursion_limit,
+                    "node": node,
+                },
             )
         # Stop requested (this process instantly, other processes via the store).
         if await run.stop_requested():
@@ -1027,7 +1076,9 @@ async def _steps(
             meta_updates["status"] = ExecutionStatus.STOPPED
         elif node in graph.interrupt_after and nxt != END:
             meta_updates.update(
-                status=ExecutionStatus.INTERRUPTED_AFTER, interrupt_node=node, interrupt_reason="interrupt_after"
+                status=ExecutionStatus.INTERRUPTED_AFTER,
+                interrupt_node=node,
+                interrupt_reason="interrupt_after",
             )
         new_state = _with_meta(new_state, **meta_updates)
         run.state = new_state
@@ -1051,7 +1102,9 @@ async def _steps(
             yield _chunk(run, StreamEvent.STATE, state=run.state, metadata=meta)
         if status == ExecutionStatus.STOPPED:
             await _clear_stop(run)
-            yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "status": "stopped"}, metadata=meta)
+            yield _chunk(
+                run, StreamEvent.UPDATES, data={"node": node, "status": "stopped"}, metadata=meta
+            )
             return
         if status == ExecutionStatus.INTERRUPTED_AFTER:
             yield _pause_chunk(run, run.state, node, "after")
@@ -1116,7 +1169,11 @@ async def _save_error(run: _Run, state: AgentState, node: str, exc: Exception) -
     """Checkpoint the state before the failed node with status ``error`` (best effort)."""
     code = getattr(exc, "error_code", None) or type(exc).__name__
     try:
-        run.state = _with_meta(state, status=ExecutionStatus.ERROR, current_node=node, error=str(code))
+        run.state = _with_meta(
+            state, status=ExecutionStatus.ERROR, current_node=node, error=str(code)
+        )
         await run.commit(run.state)
     except Exception as save_exc:  # noqa: BLE001 - the node's error is what the caller sees
-        log.warning("could not checkpoint the error state of node %r: %s", node, type(save_exc).__name__)
+        log.warning(
+            "could not checkpoint the error state of node %r: %s", node, type(save_exc).__name__
+        )

@@ -260,9 +260,7 @@ def normalize_config(
             context={"key": "user_id"},
         )
     if isinstance(uid, bool) or not isinstance(uid, (str, int)) or not str(uid).strip():
-        raise ConfigError(
-            "config['user_id'] must be a non-empty str", context={"key": "user_id"}
-        )
+        raise ConfigError("config['user_id'] must be a non-empty str", context={"key": "user_id"})
     _check_text("user_id", str(uid))
     if str(uid) == "*":
         raise ConfigError(

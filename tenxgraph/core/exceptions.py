@@ -86,6 +86,7 @@ ERROR_CODES: dict[str, str] = {
     "METRICS_000": "a metric could not be emitted (logged, never raised by the runtime)",
 }
 
+
 class TenxGraphError(Exception):
     """Base of every tenxgraph error.
 
@@ -104,7 +105,10 @@ class TenxGraphError(Exception):
     default_code = "GRAPH_000"
 
     def __init__(
-        self, message: str = "", error_code: str | None = None, context: dict[str, Any] | None = None
+        self,
+        message: str = "",
+        error_code: str | None = None,
+        context: dict[str, Any] | None = None,
     ) -> None:
         self.error_code: str = error_code or self.default_code
         self.context: dict[str, Any] = dict(context or {})
@@ -219,7 +223,9 @@ def check_arguments(
                 f"{where}() does not take {name!r}: {hints[name]}",
                 context={"argument": name, "where": where, "did_you_mean": None},
             )
-        close = difflib.get_close_matches(name, list(accepted) + list(not_supported), n=1, cutoff=0.75)
+        close = difflib.get_close_matches(
+            name, list(accepted) + list(not_supported), n=1, cutoff=0.75
+        )
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnsupportedArgumentError(
             f"{where}() got an unknown keyword argument {name!r}{hint} Accepted: "

@@ -600,8 +600,7 @@ class OpenAICompatModel:
                             ) from None
                         if not acc.done and not acc.finish_reason:
                             raise self._error(
-                                f"the stream from model {self.model!r} ended before its last "
-                                "event",
+                                f"the stream from model {self.model!r} ended before its last event",
                                 attempts=attempts,
                             )
                         yield acc.message()
@@ -719,7 +718,11 @@ class _StreamAccumulator:
     def message(self) -> Message:
         """The complete answer."""
         calls = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
             for _, c in sorted(self.calls.items())
         ]
         metadata = {

@@ -59,6 +59,10 @@ def is_handoff_tool(name: str) -> tuple[bool, str | None]:
         ``(True, target)`` for ``"transfer_to_<target>"`` (non-empty target), else
         ``(False, None)``.
     """
-    if isinstance(name, str) and name.startswith(HANDOFF_PREFIX) and len(name) > len(HANDOFF_PREFIX):
+    if (
+        isinstance(name, str)
+        and name.startswith(HANDOFF_PREFIX)
+        and len(name) > len(HANDOFF_PREFIX)
+    ):
         return True, name[len(HANDOFF_PREFIX) :]
     return False, None

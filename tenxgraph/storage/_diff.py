@@ -80,11 +80,7 @@ def _is_append_of(new: list, durable: DurableView) -> bool:
     old = durable.messages
     if new is old:
         return new[n - 1] is old[n - 1]
-    if (
-        isinstance(new, MessageList)
-        and isinstance(old, MessageList)
-        and new.lineage is old.lineage
-    ):
+    if isinstance(new, MessageList) and isinstance(old, MessageList) and new.lineage is old.lineage:
         # Same lineage: ``new`` extends ``old`` (checked at both ends, O(1)).
         return new[n - 1] is old[n - 1] and new[0] is old[0]
     return False

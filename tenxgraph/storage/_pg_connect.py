@@ -227,7 +227,11 @@ def permanent_error(
 
 
 def _unreachable(
-    exc: BaseException, failure: Failure, target: str, attempts: int, waited_s: float,
+    exc: BaseException,
+    failure: Failure,
+    target: str,
+    attempts: int,
+    waited_s: float,
     secrets: tuple[str, ...],
 ) -> TransientStorageError:
     return TransientStorageError(
@@ -243,12 +247,20 @@ def _backoff(attempt: int) -> float:
 
 
 def _log_attempt(
-    exc: BaseException, failure: Failure, target: str, attempt: int, left_s: float,
+    exc: BaseException,
+    failure: Failure,
+    target: str,
+    attempt: int,
+    left_s: float,
     secrets: tuple[str, ...],
 ) -> None:
     log.warning(
         "Postgres at %s not reachable (attempt %d, %s; retrying for %.1f s more): %s",
-        target, attempt, failure.reason, max(left_s, 0.0), _detail(exc, secrets),
+        target,
+        attempt,
+        failure.reason,
+        max(left_s, 0.0),
+        _detail(exc, secrets),
     )
 
 

@@ -220,7 +220,12 @@ class ThreadInfo:
             raise SerializationError(
                 f"the stored metadata of thread {tid!r} is a {type(data).__name__}, not a JSON "
                 "object; the row is damaged",
-                context={"thread_id": str(tid), "version": None, "path": "$.metadata", "type": type(data).__name__},
+                context={
+                    "thread_id": str(tid),
+                    "version": None,
+                    "path": "$.metadata",
+                    "type": type(data).__name__,
+                },
             )
         return cls(tid, owner, version, status, created, updated, data)
 

@@ -193,7 +193,9 @@ class RedisKV:
         try:
             return await self._client.get(self._ns(namespace) + key)
         except (RedisError, OSError) as exc:
-            log.warning("Redis GET of a cache value failed (%s): treated as a miss", type(exc).__name__)
+            log.warning(
+                "Redis GET of a cache value failed (%s): treated as a miss", type(exc).__name__
+            )
             return None
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
@@ -210,7 +212,7 @@ class RedisKV:
         try:
             async for raw in self._client.scan_iter(match=match, count=500):
                 name = raw.decode() if isinstance(raw, bytes) else str(raw)
-                found.add(name[len(base):])
+                found.add(name[len(base) :])
         except (RedisError, OSError) as exc:
             log.warning("Redis SCAN of cache keys failed (%s): listed as empty", type(exc).__name__)
             return []

@@ -1376,12 +1376,15 @@ def _checked_pairs(
         SerializationError: ``STORAGE_SERIALIZATION_000`` for a damaged row (``context``:
             ``thread_id``, ``version``, ``path`` ``"$.ranges"``).
     """
-    if type(next_seq) is int and (
-        not flat
-        or (
-            len(flat) % 2 == 0
-            and all(type(x) is int for x in flat)  # no NULL, bool or other type in the array
-            and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+    if (
+        type(next_seq) is int
+        and (
+            not flat
+            or (
+                len(flat) % 2 == 0
+                and all(type(x) is int for x in flat)  # no NULL, bool or other type in the array
+                and all(0 <= a <= b <= next_seq for a, b in zip(flat[::2], flat[1::2], strict=True))
+            )
         )
     ):
         return _pairs(flat)

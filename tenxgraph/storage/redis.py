@@ -641,7 +641,9 @@ class RedisCache:
             else:
                 client = self._factory.from_url(self._url, **self._client_kwargs)
             entry = _LoopClient(client, _Scripts(client))
-            entry.guard = start_guard(loop, _close_on_loop_shutdown(client), "tenxgraph-redis-client")
+            entry.guard = start_guard(
+                loop, _close_on_loop_shutdown(client), "tenxgraph-redis-client"
+            )
             self._loops[loop] = entry
         return entry
 

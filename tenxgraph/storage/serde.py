@@ -146,7 +146,10 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
         _flags.risky = True
         return [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
     if t is tuple:
-        return {_TAG: "tuple", "v": [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]}
+        return {
+            _TAG: "tuple",
+            "v": [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)],
+        }
     if t is set or t is frozenset:
         items = [_enc(v, f"{path}[{i}]", strict_str) for i, v in enumerate(value)]
         return {_TAG: "set" if t is set else "fset", "v": items}
@@ -519,7 +522,9 @@ def _read_error(
             pass
     elif data is not None:  # valid JSON whose tagged value is damaged: find it
         try:
-            path = _locate(orjson.loads(bytes(data) if isinstance(data, memoryview) else data), path)
+            path = _locate(
+                orjson.loads(bytes(data) if isinstance(data, memoryview) else data), path
+            )
         except Exception:  # noqa: BLE001 - not JSON at all: the row's root
             pass
     kind = type(exc).__name__

@@ -116,7 +116,12 @@ def _checked_ranges(thread_id: str, row: tuple[Any, ...]) -> tuple[Range, ...]:
             f"the stored checkpoint of thread {thread_id!r} version {version} is damaged "
             "(its message ranges or values are not what tenxgraph wrote); restore the row, "
             "delete the thread, or read another version",
-            context={"thread_id": thread_id, "version": version, "path": "$.ranges", "type": "ranges"},
+            context={
+                "thread_id": thread_id,
+                "version": version,
+                "path": "$.ranges",
+                "type": "ranges",
+            },
         )
     return ranges
 
@@ -153,7 +158,9 @@ def _record(key: ThreadKey, row: tuple[Any, ...], messages: list[bytes] | None) 
         thread_id=key.thread_id,
         user_id=key.user_id,
         version=version,
-        values=values.encode("utf-8", "surrogatepass") if isinstance(values, str) else bytes(values),
+        values=values.encode("utf-8", "surrogatepass")
+        if isinstance(values, str)
+        else bytes(values),
         ranges=ranges if isinstance(ranges, tuple) else _ranges_from_json(ranges),
         messages=messages,
         next_seq=next_seq,
@@ -411,7 +418,9 @@ class SqliteStore:
             if row is None:
                 return None
             ranges = _checked_ranges(key.thread_id, row)
-            rows = dict(conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(ranges), key.thread_id)))
+            rows = dict(
+                conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(ranges), key.thread_id))
+            )
         rec = _record(key, (*row[:2], ranges, *row[3:]), None)
         rec.messages = _messages(key.thread_id, ranges, rows)
         return rec
@@ -789,7 +798,12 @@ class SqliteStore:
         await self._run(self._kv_put_sync, namespace, key, value, expires, now)
 
     def _kv_put_sync(
-        self, conn: sqlite3.Connection, ns: str, key: str, value: bytes, expires: float | None,
+        self,
+        conn: sqlite3.Connection,
+        ns: str,
+        key: str,
+        value: bytes,
+        expires: float | None,
         now: float,
     ) -> None:
         with self._transaction(conn, q.BEGIN_WRITE):

@@ -90,11 +90,17 @@ class BackgroundTaskManager:
         ValidationError: ``VALIDATION_000`` for a negative or non-numeric argument.
     """
 
-    def __init__(self, default_shutdown_timeout: float = 30.0, max_pending_tasks: int = 1000) -> None:
+    def __init__(
+        self, default_shutdown_timeout: float = 30.0, max_pending_tasks: int = 1000
+    ) -> None:
         self.default_shutdown_timeout = _check_seconds(
             "default_shutdown_timeout", default_shutdown_timeout, allow_none=False
         )
-        if isinstance(max_pending_tasks, bool) or not isinstance(max_pending_tasks, int) or max_pending_tasks < 0:
+        if (
+            isinstance(max_pending_tasks, bool)
+            or not isinstance(max_pending_tasks, int)
+            or max_pending_tasks < 0
+        ):
             raise ValidationError(
                 f"max_pending_tasks must be an int >= 0, got {max_pending_tasks!r}",
                 context={"argument": "max_pending_tasks"},
@@ -210,7 +216,10 @@ class BackgroundTaskManager:
         except TimeoutError:
             counter(METRIC.TASKS_TIMED_OUT).inc()
             _log.warning(
-                "background task %r timed out after %ss (context=%r)", meta.name, meta.timeout, meta.context
+                "background task %r timed out after %ss (context=%r)",
+                meta.name,
+                meta.timeout,
+                meta.context,
             )
             raise
         except Exception:
@@ -335,8 +344,10 @@ class BackgroundTaskManager:
         Raises:
             ValidationError: ``VALIDATION_000`` for a bad ``timeout``.
         """
-        limit = self.default_shutdown_timeout if timeout is None else _check_seconds(
-            "timeout", timeout, allow_none=False
+        limit = (
+            self.default_shutdown_timeout
+            if timeout is None
+            else _check_seconds("timeout", timeout, allow_none=False)
         )
         started = time.monotonic()
         tasks = [t for t in self._snapshot() if not t.done()]

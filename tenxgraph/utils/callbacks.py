@@ -149,9 +149,15 @@ class CallbackManager:
     """The registry of callbacks and validators of a compiled graph (module docstring)."""
 
     def __init__(self) -> None:
-        self._before: dict[InvocationType, list[Callable[..., Any]]] = {t: [] for t in InvocationType}
-        self._after: dict[InvocationType, list[Callable[..., Any]]] = {t: [] for t in InvocationType}
-        self._error: dict[InvocationType, list[Callable[..., Any]]] = {t: [] for t in InvocationType}
+        self._before: dict[InvocationType, list[Callable[..., Any]]] = {
+            t: [] for t in InvocationType
+        }
+        self._after: dict[InvocationType, list[Callable[..., Any]]] = {
+            t: [] for t in InvocationType
+        }
+        self._error: dict[InvocationType, list[Callable[..., Any]]] = {
+            t: [] for t in InvocationType
+        }
         self._validators: list[BaseValidator] = []
 
     def __repr__(self) -> str:
@@ -167,7 +173,9 @@ class CallbackManager:
             raise TypeError(f"a callback must be callable, got {type(callback).__name__}")
         table[_check_type(kind)].append(callback)
 
-    def register_before_invoke(self, invocation_type: InvocationType, callback: Callable[..., Any]) -> None:
+    def register_before_invoke(
+        self, invocation_type: InvocationType, callback: Callable[..., Any]
+    ) -> None:
         """Add a callback ``(context, input_data) -> input_data`` run before each call of
         ``invocation_type``.
 
@@ -177,7 +185,9 @@ class CallbackManager:
         """
         self._register(self._before, invocation_type, callback)
 
-    def register_after_invoke(self, invocation_type: InvocationType, callback: Callable[..., Any]) -> None:
+    def register_after_invoke(
+        self, invocation_type: InvocationType, callback: Callable[..., Any]
+    ) -> None:
         """Add a callback ``(context, input_data, output_data) -> output_data`` run after each
         call of ``invocation_type``.
 
@@ -187,7 +197,9 @@ class CallbackManager:
         """
         self._register(self._after, invocation_type, callback)
 
-    def register_on_error(self, invocation_type: InvocationType, callback: Callable[..., Any]) -> None:
+    def register_on_error(
+        self, invocation_type: InvocationType, callback: Callable[..., Any]
+    ) -> None:
         """Add a callback ``(context, input_data, error) -> result | None`` run when a call of
         ``invocation_type`` raises.
 
@@ -243,7 +255,9 @@ class CallbackManager:
             input_data = await _call(cb, context, input_data)
         return input_data
 
-    async def execute_after_invoke(self, context: CallbackContext, input_data: Any, output_data: Any) -> Any:
+    async def execute_after_invoke(
+        self, context: CallbackContext, input_data: Any, output_data: Any
+    ) -> Any:
         """Run the after-invoke callbacks of ``context.invocation_type`` in order.
 
         Returns:
@@ -253,7 +267,9 @@ class CallbackManager:
             output_data = await _call(cb, context, input_data, output_data)
         return output_data
 
-    async def execute_on_error(self, context: CallbackContext, input_data: Any, error: Exception) -> Any:
+    async def execute_on_error(
+        self, context: CallbackContext, input_data: Any, error: Exception
+    ) -> Any:
         """Run the on-error callbacks of ``context.invocation_type`` until one recovers.
 
         Returns:

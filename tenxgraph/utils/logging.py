@@ -272,7 +272,11 @@ class _TextFormatter(logging.Formatter):
             if getattr(record, name, None) is not None
         )
         head = f"{self.formatTime(record)} {record.levelname} {record.name}"
-        text = f"{head} [{fields}] {record.getMessage()}" if fields else f"{head} {record.getMessage()}"
+        text = (
+            f"{head} [{fields}] {record.getMessage()}"
+            if fields
+            else f"{head} {record.getMessage()}"
+        )
         if record.exc_info:
             record.exc_text = record.exc_text or self.formatException(record.exc_info)
         if record.exc_text:

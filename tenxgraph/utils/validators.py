@@ -48,7 +48,9 @@ class ValidationError(_TenxValidationError):
 
     default_code = "VALIDATION_002"
 
-    def __init__(self, message: str, violation_type: str = "policy", details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, violation_type: str = "policy", details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message, context={"violation_type": violation_type})
         self.violation_type = violation_type
         self.details: dict[str, Any] = dict(details or {})
@@ -159,11 +161,15 @@ class PromptInjectionValidator(BaseValidator):
                         kind,
                         details,
                     )
-                logger.warning("prompt-injection check flagged a message (%s); it was sanitised", kind)
+                logger.warning(
+                    "prompt-injection check flagged a message (%s); it was sanitised", kind
+                )
                 if kind == "length_exceeded":
                     block.text = block.text[: self.max_length]
                 elif pattern is not None:
-                    block.text = re.sub(pattern, "[filtered]", block.text, flags=re.IGNORECASE | re.DOTALL)
+                    block.text = re.sub(
+                        pattern, "[filtered]", block.text, flags=re.IGNORECASE | re.DOTALL
+                    )
         return True
 
 

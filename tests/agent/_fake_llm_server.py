@@ -66,7 +66,9 @@ def text(content: str, **kw: Any) -> Reply:
     return Reply(content=content, **kw)
 
 
-def tool_calls(*calls: tuple[str, dict[str, Any]] | dict[str, Any], content: str | None = None, **kw: Any) -> Reply:
+def tool_calls(
+    *calls: tuple[str, dict[str, Any]] | dict[str, Any], content: str | None = None, **kw: Any
+) -> Reply:
     """An answer calling tools: each ``(name, args)`` or ``{"id", "name", "arguments"}``."""
     out = []
     for i, c in enumerate(calls):
@@ -76,7 +78,9 @@ def tool_calls(*calls: tuple[str, dict[str, Any]] | dict[str, Any], content: str
     return Reply(content=content, calls=out, **kw)
 
 
-def error(status: int, message: str = "scripted error", headers: dict[str, str] | None = None) -> Reply:
+def error(
+    status: int, message: str = "scripted error", headers: dict[str, str] | None = None
+) -> Reply:
     """An OpenAI-style error answer."""
     body = json.dumps({"error": {"message": message, "type": "scripted"}}).encode()
     return Reply(status=status, body=body, headers=headers or {})
@@ -106,7 +110,11 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.calls else "stop"}
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.calls else "stop",
+            }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
@@ -253,7 +261,11 @@ class ScriptedLLMServer:
                     time.sleep(reply.delay_s)
                 model = str(body.get("model") or "scripted")
                 if reply.body is not None or reply.status >= 300 or not body.get("stream"):
-                    data = reply.body if reply.body is not None else json.dumps(_completion(reply, model)).encode()
+                    data = (
+                        reply.body
+                        if reply.body is not None
+                        else json.dumps(_completion(reply, model)).encode()
+                    )
                     try:
                         self.send_response(reply.status)
                         self.send_header("Content-Type", "application/json")

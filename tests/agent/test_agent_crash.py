@@ -37,8 +37,13 @@ class Script:
             kind, reply = "first", tool_calls(("charge", {"amount": 5}))
         elif last["role"] == "tool":
             kind = "after_tool"
-            reply = text("Receipt: paid=5 (not json)") if structured else text(
-                "Paid five euros, thank you for waiting.", chunk_delay_s=0.15 if self.slow.is_set() else 0.0
+            reply = (
+                text("Receipt: paid=5 (not json)")
+                if structured
+                else text(
+                    "Paid five euros, thank you for waiting.",
+                    chunk_delay_s=0.15 if self.slow.is_set() else 0.0,
+                )
             )
         else:  # the correction request of a structured-output repair
             kind = "repair"
@@ -47,7 +52,15 @@ class Script:
         return reply
 
 
-def run_child(llm: ScriptedLLMServer, db: Path, thread: str, mode: str, log: Path, script: Script, kill_on: str) -> int:
+def run_child(
+    llm: ScriptedLLMServer,
+    db: Path,
+    thread: str,
+    mode: str,
+    log: Path,
+    script: Script,
+    kill_on: str,
+) -> int:
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), llm.base_url, str(db), thread, mode, str(log)],
         stdout=subprocess.PIPE,
@@ -69,7 +82,9 @@ def summary(state: Any) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("mode", "kill_on"), [("stream", "after_tool"), ("structured", "repair")])
-async def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path, mode: str, kill_on: str) -> None:
+async def test_sigkill_then_resume_equals_uninterrupted(
+    tmp_path: Path, mode: str, kill_on: str
+) -> None:
     script = Script()
     with ScriptedLLMServer(responder=script) as llm:
         db, log = tmp_path / "t.db", tmp_path / "charges.log"
@@ -89,9 +104,9 @@ async def test_sigkill_then_resume_equals_uninterrupted(tmp_path: Path, mode: st
         await app.ainvoke({"messages": ["pay 5"]}, {"thread_id": "clean"})
         clean = await app.aget_state({"thread_id": "clean"})
         assert summary(resumed) == summary(clean)
-        assert resumed.context[-1].metadata.get("structured_output") == clean.context[-1].metadata.get(
-            "structured_output"
-        )
+        assert resumed.context[-1].metadata.get("structured_output") == clean.context[
+            -1
+        ].metadata.get("structured_output")
         # one charge per thread: the crashed thread's tool never ran twice
         assert log.read_text().splitlines() == ["charge 5", "charge 5"]
         # the checkpointed tool-call answer was not asked for again on resume

@@ -46,7 +46,10 @@ async def test_system_prompt_placeholders_filled_from_state(llm: ScriptedLLMServ
         model="gpt-4o",
         base_url=llm.base_url,
         system_prompt=[
-            {"role": "system", "content": "Help {user_name}; reply in {language}. JSON: {\"a\": 1} {{x}}"}
+            {
+                "role": "system",
+                "content": 'Help {user_name}; reply in {language}. JSON: {"a": 1} {{x}}',
+            }
         ],
     )
     app = one_node(agent, Profile(user_name="Ana", language="Spanish"))
@@ -222,7 +225,9 @@ async def test_fallback_and_circuit_breaker(llm: ScriptedLLMServer) -> None:
         circuit_breaker_threshold=2,
         circuit_breaker_reset_timeout=0.3,
     )
-    agent = Agent(model="primary", base_url=llm.base_url, fallback_models=["backup"], retry_config=rc)
+    agent = Agent(
+        model="primary", base_url=llm.base_url, fallback_models=["backup"], retry_config=rc
+    )
     app = one_node(agent)
     for i in range(2):
         out = await app.ainvoke({"messages": ["x"]}, {"thread_id": f"cb{i}"})
@@ -291,7 +296,9 @@ async def test_tools_tags_offer_only_tagged_tools(llm: ScriptedLLMServer) -> Non
     legacy.__tags__ = {"safe"}  # type: ignore[attr-defined]
     node = ToolNode([safe_search, admin_action, legacy])
     llm.add(text("ok"))
-    app = one_node(Agent(model="gpt-4o", base_url=llm.base_url, tool_node=node, tools_tags={"safe"}))
+    app = one_node(
+        Agent(model="gpt-4o", base_url=llm.base_url, tool_node=node, tools_tags={"safe"})
+    )
     await app.ainvoke({"messages": ["x"]}, {"thread_id": "tags"})
     assert [t["function"]["name"] for t in llm.bodies[0]["tools"]] == ["safe_search", "legacy"]
 
@@ -324,7 +331,11 @@ async def test_tool_call_loop_through_server(llm: ScriptedLLMServer) -> None:
     assert ran == ["Oslo"]
     assert out["messages"][-1].text() == "It is sunny in Oslo."
     second = sent(llm)
-    assert second[-1] == {"role": "tool", "tool_call_id": "call_0_get_weather", "content": "sunny in Oslo"}
+    assert second[-1] == {
+        "role": "tool",
+        "tool_call_id": "call_0_get_weather",
+        "content": "sunny in Oslo",
+    }
     assert llm.bodies[0]["tools"][0]["function"]["name"] == "get_weather"
 
 
@@ -360,7 +371,9 @@ async def test_custom_context_manager_edits_a_copy(llm: ScriptedLLMServer) -> No
         async def atrim_context(self, state: Any) -> Any:
             return self.trim_context(state)
 
-    app = one_node(Agent(model="gpt-4o", base_url=llm.base_url, trim_context=True), context_manager=LastOnly())
+    app = one_node(
+        Agent(model="gpt-4o", base_url=llm.base_url, trim_context=True), context_manager=LastOnly()
+    )
     cfg = {"thread_id": "custom"}
     for turn in ("first", "second"):
         llm.add(text(f"re {turn}"))

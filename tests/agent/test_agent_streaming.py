@@ -43,7 +43,11 @@ async def test_astream_passes_token_deltas(llm: ScriptedLLMServer) -> None:
     assert llm.bodies[0]["stream_options"] == {"include_usage": True}
     deltas = [c.message for c in chunks if c.event == StreamEvent.MESSAGE and c.message.delta]
     assert [d.text() for d in deltas] == ["The sky", " is clear", " today."]
-    assert all(c.metadata == {"node": "MAIN", "step": 0} for c in chunks if c.event == "message" and c.message.delta)
+    assert all(
+        c.metadata == {"node": "MAIN", "step": 0}
+        for c in chunks
+        if c.event == "message" and c.message.delta
+    )
     finals = [c.message for c in chunks if c.event == StreamEvent.MESSAGE and not c.message.delta]
     assert [m.text() for m in finals if m.role == "assistant"] == ["The sky is clear today."]
     state = await app.aget_state(cfg)
@@ -63,7 +67,10 @@ async def test_streamed_tool_calls_are_joined_and_run(llm: ScriptedLLMServer) ->
     chunks = [c async for c in app.astream({"messages": ["both?"]}, {"thread_id": "s2"})]
     finals = [c.message for c in chunks if c.event == "message" and not c.message.delta]
     calls = next(m for m in finals if m.role == "assistant").tool_calls()
-    assert [(c.name, c.args) for c in calls] == [("weather", {"city": "Oslo"}), ("weather", {"city": "Rome"})]
+    assert [(c.name, c.args) for c in calls] == [
+        ("weather", {"city": "Oslo"}),
+        ("weather", {"city": "Rome"}),
+    ]
     tool_texts = [m.text() for m in finals if m.role == "tool"]
     assert tool_texts == ["sunny in Oslo", "sunny in Rome"]
     assert finals[-1].text() == "Both sunny."
@@ -102,7 +109,10 @@ async def test_streamed_call_retries_before_first_byte(llm: ScriptedLLMServer) -
     g.add_edge("MAIN", END)
     chunks = [c async for c in g.compile().astream({"messages": ["x"]}, {"thread_id": "s5"})]
     assert len(llm.requests) == 2
-    assert "".join(c.message.text() for c in chunks if c.event == "message" and c.message.delta) == "after retry"
+    assert (
+        "".join(c.message.text() for c in chunks if c.event == "message" and c.message.delta)
+        == "after retry"
+    )
 
 
 async def test_stream_cut_short_is_a_model_error(llm: ScriptedLLMServer) -> None:

@@ -33,7 +33,9 @@ from ._fake_llm_server import ScriptedLLMServer, error, text, tool_calls
 pytestmark = pytest.mark.anyio
 
 
-def react(llm: ScriptedLLMServer, cbm: CallbackManager, tools: list[Any], cp: Any = None, **agent_kw: Any) -> Any:
+def react(
+    llm: ScriptedLLMServer, cbm: CallbackManager, tools: list[Any], cp: Any = None, **agent_kw: Any
+) -> Any:
     g = StateGraph()
     g.add_node("MAIN", Agent(model="gpt-4o", base_url=llm.base_url, tool_node="TOOL", **agent_kw))
     g.add_node("TOOL", ToolNode(tools))
@@ -55,7 +57,9 @@ async def test_order_and_transformations(llm: ScriptedLLMServer) -> None:
 
     class Prefix(BeforeInvokeCallback):
         async def __call__(self, context: CallbackContext, input_data: Any) -> Any:
-            log.append(f"before1:{context.invocation_type}:{context.node_name}:{context.function_name}")
+            log.append(
+                f"before1:{context.invocation_type}:{context.node_name}:{context.function_name}"
+            )
             if context.invocation_type == InvocationType.AI:
                 return [Message.text_message("be brief", role="system"), *input_data]
             return {**input_data, "args": {**input_data["args"], "b": 40}}
@@ -65,7 +69,9 @@ async def test_order_and_transformations(llm: ScriptedLLMServer) -> None:
         return input_data
 
     class Shout(AfterInvokeCallback):
-        async def __call__(self, context: CallbackContext, input_data: Any, output_data: Any) -> Any:
+        async def __call__(
+            self, context: CallbackContext, input_data: Any, output_data: Any
+        ) -> Any:
             log.append(f"after:{context.invocation_type}")
             if context.invocation_type == InvocationType.AI:
                 return output_data
@@ -79,9 +85,15 @@ async def test_order_and_transformations(llm: ScriptedLLMServer) -> None:
     llm.add(tool_calls(("add", {"a": 2, "b": 3})), text("42"))
     out = await react(llm, cbm, [add]).ainvoke({"messages": ["add"]}, {"thread_id": "o"})
     assert log == [
-        "before1:ai:MAIN:gpt-4o", "before2:ai", "after:ai",
-        "before1:tool:TOOL:add", "before2:tool", "after:tool",
-        "before1:ai:MAIN:gpt-4o", "before2:ai", "after:ai",
+        "before1:ai:MAIN:gpt-4o",
+        "before2:ai",
+        "after:ai",
+        "before1:tool:TOOL:add",
+        "before2:tool",
+        "after:tool",
+        "before1:ai:MAIN:gpt-4o",
+        "before2:ai",
+        "after:ai",
     ]
     assert llm.bodies[0]["messages"][0] == {"role": "system", "content": "be brief"}
     tool_msg = next(m for m in out["messages"] if m.role == "tool")
@@ -107,18 +119,24 @@ async def test_ai_on_error_recovers_and_tool_on_error_substitutes(llm: ScriptedL
     cbm.register_on_error(InvocationType.AI, Fallback())
     cbm.register_on_error(InvocationType.TOOL, Fallback())
     llm.add(tool_calls(("boom", {"x": 1})), error(400, "bad request"))
-    out = await react(llm, cbm, [boom], retry_config=False).ainvoke({"messages": ["go"]}, {"thread_id": "e"})
+    out = await react(llm, cbm, [boom], retry_config=False).ainvoke(
+        {"messages": ["go"]}, {"thread_id": "e"}
+    )
     tool_msg = next(m for m in out["messages"] if m.role == "tool")
     assert tool_msg.text() == "recovered from RuntimeError" and not tool_msg.content[0].is_error
     assert out["messages"][-1].text() == "The service is busy, try later."
 
 
-async def test_unrecovered_error_goes_on_and_bad_callback_output_is_refused(llm: ScriptedLLMServer) -> None:
+async def test_unrecovered_error_goes_on_and_bad_callback_output_is_refused(
+    llm: ScriptedLLMServer,
+) -> None:
     cbm = CallbackManager()
     cbm.register_on_error(InvocationType.AI, lambda c, i, e: None)
     llm.add(error(400))
     with pytest.raises(ModelError):
-        await react(llm, cbm, [add], retry_config=False).ainvoke({"messages": ["x"]}, {"thread_id": "u"})
+        await react(llm, cbm, [add], retry_config=False).ainvoke(
+            {"messages": ["x"]}, {"thread_id": "u"}
+        )
     cbm2 = CallbackManager()
     cbm2.register_after_invoke(InvocationType.AI, lambda c, i, o: "not a message")
     llm.add(text("fine"))
@@ -146,7 +164,9 @@ async def test_blocking_before_callback_on_a_tool_answers_the_model(llm: Scripte
     assert ran == [] and tool_msg.content[0].is_error and "not allowed" in tool_msg.text()
 
 
-async def test_prompt_injection_blocked_before_the_model_and_nothing_stored(llm: ScriptedLLMServer) -> None:
+async def test_prompt_injection_blocked_before_the_model_and_nothing_stored(
+    llm: ScriptedLLMServer,
+) -> None:
     cbm = CallbackManager()
     register_default_validators(cbm)
     cp = InMemoryCheckpointer()
@@ -172,7 +192,9 @@ async def test_prompt_injection_blocked_before_the_model_and_nothing_stored(llm:
 
 async def test_lenient_mode_sanitises_the_copy_sent(llm: ScriptedLLMServer) -> None:
     cbm = CallbackManager()
-    cbm.register_input_validator(PromptInjectionValidator(strict_mode=False, blocked_patterns=[r"ACME\w*"]))
+    cbm.register_input_validator(
+        PromptInjectionValidator(strict_mode=False, blocked_patterns=[r"ACME\w*"])
+    )
     app = react(llm, cbm, [add])
     llm.add(text("ok"))
     await app.ainvoke({"messages": ["compare us with ACMECorp"]}, {"thread_id": "len"})
@@ -192,16 +214,24 @@ async def test_custom_validator_and_message_content_validator(llm: ScriptedLLMSe
     cbm = CallbackManager()
     cbm.register_input_validator(NoCompetitors())
     with pytest.raises(ValidationError) as info:
-        await react(llm, cbm, [add]).ainvoke({"messages": ["tell me about a competitor"]}, {"thread_id": "c"})
-    assert info.value.violation_type == "topic_policy" and info.value.details == {"sample": "tell me about a comp"}
+        await react(llm, cbm, [add]).ainvoke(
+            {"messages": ["tell me about a competitor"]}, {"thread_id": "c"}
+        )
+    assert info.value.violation_type == "topic_policy" and info.value.details == {
+        "sample": "tell me about a comp"
+    }
     assert info.value.context == {"violation_type": "topic_policy"}  # no content in context
     assert llm.requests == []
     validator = MessageContentValidator(max_content_blocks=1)
     with pytest.raises(ValidationError) as info2:
-        await validator.validate([Message(role="user", content=[TextBlock(text="a"), TextBlock(text="b")])])
+        await validator.validate(
+            [Message(role="user", content=[TextBlock(text="a"), TextBlock(text="b")])]
+        )
     assert info2.value.violation_type == "too_many_blocks"
     with pytest.raises(ValidationError):
-        await MessageContentValidator(allowed_roles=["user"]).validate([Message.text_message("x", role="system")])
+        await MessageContentValidator(allowed_roles=["user"]).validate(
+            [Message.text_message("x", role="system")]
+        )
 
 
 async def test_compile_checks_the_manager() -> None:
@@ -221,7 +251,9 @@ async def test_compile_checks_the_manager() -> None:
 async def test_tool_callbacks_do_not_run_again_on_a_ledger_replay(llm: ScriptedLLMServer) -> None:
     seen: list[str] = []
     cbm = CallbackManager()
-    cbm.register_after_invoke(InvocationType.TOOL, lambda c, i, o: (seen.append(c.function_name or ""), o)[1])
+    cbm.register_after_invoke(
+        InvocationType.TOOL, lambda c, i, o: (seen.append(c.function_name or ""), o)[1]
+    )
     cp = InMemoryCheckpointer()
     app = react(llm, cbm, [add], cp)
     llm.add(tool_calls(("add", {"a": 1, "b": 1})), text("2"))
@@ -231,7 +263,9 @@ async def test_tool_callbacks_do_not_run_again_on_a_ledger_replay(llm: ScriptedL
     from tenxgraph.core._context import _RUN, RunContext
 
     replay = state.model_copy(update={"context": state.context[:2]})
-    token = _RUN.set(RunContext(cp, dict(cfg), cp.key_for(dict(cfg)), nodes=app.node_objects, graph=app))
+    token = _RUN.set(
+        RunContext(cp, dict(cfg), cp.key_for(dict(cfg)), nodes=app.node_objects, graph=app)
+    )
     try:
         msgs = await app.node_objects["TOOL"].func(replay, dict(cfg))
     finally:

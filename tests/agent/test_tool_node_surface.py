@@ -61,7 +61,11 @@ async def test_invoke_directly() -> None:
 
     node = ToolNode([greet])
     msg = await node.invoke(
-        name="greet", args={"name": "Ana"}, tool_call_id="call_x", config={"thread_id": "t"}, state=AgentState()
+        name="greet",
+        args={"name": "Ana"},
+        tool_call_id="call_x",
+        config={"thread_id": "t"},
+        state=AgentState(),
     )
     assert msg.role == "tool" and msg.tool_call_id == "call_x"
     assert msg.text() == "hi Ana (call_x, 0 msgs)"
@@ -92,7 +96,10 @@ async def test_tool_result_updates_state_and_replays_from_ledger(llm: ScriptedLL
     def select_city(city: str, state: CityState) -> ToolResult:
         """Select the city."""
         ran.append(city)
-        return ToolResult(message=f"City set to {city}.", state={"selected_city": city, "visits": state.visits + 1})
+        return ToolResult(
+            message=f"City set to {city}.",
+            state={"selected_city": city, "visits": state.visits + 1},
+        )
 
     node = ToolNode([select_city])
     llm.add(tool_calls(("select_city", {"city": "Lima"})), text("done"))
@@ -126,7 +133,9 @@ async def test_tool_result_unknown_field_answers_with_error(llm: ScriptedLLMServ
         return ToolResult(message="x", state={"nope": 1})
 
     llm.add(tool_calls(("bad", {})), text("sorry"))
-    out = await react(llm, ToolNode([bad]), CityState()).ainvoke({"messages": ["x"]}, {"thread_id": "b"})
+    out = await react(llm, ToolNode([bad]), CityState()).ainvoke(
+        {"messages": ["x"]}, {"thread_id": "b"}
+    )
     tool_msg = next(m for m in out["messages"] if m.role == "tool")
     assert tool_msg.content[0].is_error and "nope" in tool_msg.text()
 
@@ -157,11 +166,24 @@ async def test_handoff_routes_to_the_target_agent(llm: ScriptedLLMServer) -> Non
     llm.responder = responder
     coord_tools = ToolNode([create_handoff_tool("researcher", "Research a topic")])
     g = StateGraph()
-    g.add_node("COORDINATOR", Agent(model="m", base_url=llm.base_url, tool_node="COORD_TOOLS",
-                                    system_prompt=[{"role": "system", "content": "coordinator"}]))
+    g.add_node(
+        "COORDINATOR",
+        Agent(
+            model="m",
+            base_url=llm.base_url,
+            tool_node="COORD_TOOLS",
+            system_prompt=[{"role": "system", "content": "coordinator"}],
+        ),
+    )
     g.add_node("COORD_TOOLS", coord_tools)
-    g.add_node("RESEARCHER", Agent(model="m", base_url=llm.base_url,
-                                   system_prompt=[{"role": "system", "content": "researcher"}]))
+    g.add_node(
+        "RESEARCHER",
+        Agent(
+            model="m",
+            base_url=llm.base_url,
+            system_prompt=[{"role": "system", "content": "researcher"}],
+        ),
+    )
     g.set_entry_point("COORDINATOR")
     g.add_conditional_edges(
         "COORDINATOR",
@@ -187,8 +209,11 @@ async def test_handoff_replay_returns_the_recorded_route(llm: ScriptedLLMServer)
     g.add_node("A_TOOLS", ToolNode([create_handoff_tool("B")]))
     g.add_node("B", Agent(model="m", base_url=llm.base_url))
     g.set_entry_point("A")
-    g.add_conditional_edges("A", lambda s: "A_TOOLS" if s.context[-1].tool_calls() else END,
-                            {"A_TOOLS": "A_TOOLS", END: END})
+    g.add_conditional_edges(
+        "A",
+        lambda s: "A_TOOLS" if s.context[-1].tool_calls() else END,
+        {"A_TOOLS": "A_TOOLS", END: END},
+    )
     g.add_edge("A_TOOLS", "A")
     g.add_edge("B", END)
     app = g.compile(checkpointer=cp)
@@ -199,7 +224,9 @@ async def test_handoff_replay_returns_the_recorded_route(llm: ScriptedLLMServer)
     # the same route, even if the graph no longer had a node B to match.
     token = _RUN.set(RunContext(cp, dict(cfg), cp.key_for(dict(cfg)), nodes={"A": None}, graph=app))
     try:
-        cmd = await app.node_objects["A_TOOLS"].func(state.model_copy(update={"context": state.context[:2]}), dict(cfg))
+        cmd = await app.node_objects["A_TOOLS"].func(
+            state.model_copy(update={"context": state.context[:2]}), dict(cfg)
+        )
     finally:
         _RUN.reset(token)
     assert cmd.goto == "B" and cmd.update["messages"][0].text() == "Handed off to B."

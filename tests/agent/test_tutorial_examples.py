@@ -17,6 +17,7 @@ from ._fake_llm_server import ScriptedLLMServer, plausible_reply
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIALS = ROOT / "examples" / "tutorials"
 
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedLLMServer]:
     with ScriptedLLMServer(responder=plausible_reply) as s:
@@ -29,7 +30,11 @@ def run(name: str, server: ScriptedLLMServer, tmp_path: Path) -> str:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = subprocess.run(
         [sys.executable, "-W", "default", str(TUTORIALS / name)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     for noise in ("Warning", "Traceback", "Task was destroyed"):

@@ -63,7 +63,9 @@ async def test_tasks_run_tracked_and_their_info_is_reported() -> None:
 
 
 @pytest.mark.anyio
-async def test_timeouts_and_failures_are_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+async def test_timeouts_and_failures_are_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     mgr = BackgroundTaskManager()
     timed_out, failed = count("tasks_timed_out"), count("tasks_failed")
 
@@ -177,7 +179,9 @@ def notifying_graph(sent: list[str], gate: asyncio.Event | None = None) -> State
         await asyncio.sleep(0.01)
         sent.append(user)
 
-    async def main(state: AgentState, config: dict, task_manager: BackgroundTaskManager) -> AgentState:
+    async def main(
+        state: AgentState, config: dict, task_manager: BackgroundTaskManager
+    ) -> AgentState:
         state.context.append(Message.text_message("queued", role="assistant"))
         task_manager.create_task(notify(config["user_id"]), name="notify", timeout=10)
         return state

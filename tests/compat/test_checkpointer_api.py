@@ -114,8 +114,12 @@ async def test_pg_checkpointer_as_the_postgres_integration_page_builds_it(
         id_type="string",
     )
     try:
-        await cp.aput_state({"thread_id": "user-42"}, AgentState(context=[user("My name is Alex.")]))
-        assert (await cp.aget_state({"thread_id": "user-42"})).context[0].text() == "My name is Alex."
+        await cp.aput_state(
+            {"thread_id": "user-42"}, AgentState(context=[user("My name is Alex.")])
+        )
+        assert (await cp.aget_state({"thread_id": "user-42"})).context[
+            0
+        ].text() == "My name is Alex."
         assert cp.release_resources is False  # the durability guide's default
     finally:
         await cp.aclose()
@@ -302,7 +306,9 @@ async def test_thread_info_has_a_thread_name(backend: Backend) -> None:
     info = await cp.aget_thread(cfg)
     assert info.thread_name == "Weekend in Lyon"
     assert info.model_dump()["thread_name"] == "Weekend in Lyon"
-    assert [t.thread_name for t in await cp.alist_threads({"user_id": "ana"})] == ["Weekend in Lyon"]
+    assert [t.thread_name for t in await cp.alist_threads({"user_id": "ana"})] == [
+        "Weekend in Lyon"
+    ]
 
 
 # -- a checkpointer of your own ------------------------------------------------------------------

@@ -77,7 +77,10 @@ async def test_goto_and_update_in_one_step(backend: Backend) -> None:
 @pytest.mark.anyio
 async def test_update_may_be_a_message_or_the_modified_state(backend: Backend) -> None:
     def with_message(state, config) -> Command:
-        return Command(update=Message.text_message("Routing to specialist...", role="assistant"), goto="SUPPORT")
+        return Command(
+            update=Message.text_message("Routing to specialist...", role="assistant"),
+            goto="SUPPORT",
+        )
 
     app = router_graph(with_message, backend.new())
     res = await app.ainvoke({"messages": ["?"]}, {"thread_id": "m"})

@@ -43,7 +43,10 @@ async def test_configurable_thread_id_continues_the_same_thread(backend: Backend
     app = echo_graph().compile(checkpointer=backend.new())
     lang = {"configurable": {"thread_id": "lg-1", "user_id": "ana"}}
     await app.ainvoke({"messages": [Message.text_message("one")]}, lang)
-    await app.ainvoke({"messages": [Message.text_message("two")]}, {"configurable": {"thread_id": "lg-1", "user_id": "ana"}})
+    await app.ainvoke(
+        {"messages": [Message.text_message("two")]},
+        {"configurable": {"thread_id": "lg-1", "user_id": "ana"}},
+    )
     state = await app.aget_state({"thread_id": "lg-1", "user_id": "ana"})
     assert texts(state) == ["one", "echo one", "two", "echo two"]
     assert await app.aget_state({"thread_id": "lg-1", "user_id": "bob"}) is None

@@ -43,7 +43,9 @@ def looping_graph() -> StateGraph:
 
 
 def test_errors_are_built_the_way_the_docs_build_them() -> None:
-    err = GraphError(message="graph failed to start", error_code="GRAPH_000", context={"graph": "g"})
+    err = GraphError(
+        message="graph failed to start", error_code="GRAPH_000", context={"graph": "g"}
+    )
     assert str(err) == "[GRAPH_000] graph failed to start"
     assert err.to_dict() == {
         "error_type": "GraphError",

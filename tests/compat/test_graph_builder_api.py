@@ -66,7 +66,11 @@ def test_unknown_arguments_are_refused_with_a_suggestion() -> None:
     err = info.value
     assert isinstance(err, TypeError) and isinstance(err, GraphError)
     assert err.error_code == "GRAPH_009"
-    assert err.context == {"argument": "publsher", "where": "StateGraph", "did_you_mean": "publisher"}
+    assert err.context == {
+        "argument": "publsher",
+        "where": "StateGraph",
+        "did_you_mean": "publisher",
+    }
     g = basket_graph(Basket())
     with pytest.raises(UnsupportedArgumentError) as info2:
         g.compile(checkpoint=None)
@@ -97,9 +101,7 @@ def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) 
     assert "not supported yet" in str(info.value)
 
 
-@pytest.mark.parametrize(
-    "name", ["store", "media_store", "lifecycle_hook"]
-)
+@pytest.mark.parametrize("name", ["store", "media_store", "lifecycle_hook"])
 def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
     g = basket_graph(Basket())
     g.compile(**{name: None})
@@ -134,7 +136,9 @@ async def test_aclose_waits_up_to_shutdown_timeout_for_runs_in_flight(backend: B
     results: list[dict] = []
 
     async def run() -> None:
-        results.append(await app.ainvoke({"messages": [Message.text_message("go")]}, {"thread_id": "s"}))
+        results.append(
+            await app.ainvoke({"messages": [Message.text_message("go")]}, {"thread_id": "s"})
+        )
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)

@@ -129,8 +129,10 @@ async def test_custom_sync_and_async_generators(backend: Backend) -> None:
             return self.n
 
     cfg: dict = {}
-    await echo_graph(id_generator=Prefixed()).compile(checkpointer=backend.new()).ainvoke(
-        {"messages": ["a"]}, cfg
+    await (
+        echo_graph(id_generator=Prefixed())
+        .compile(checkpointer=backend.new())
+        .ainvoke({"messages": ["a"]}, cfg)
     )
     assert cfg["thread_id"].startswith("sess_") and cfg["run_id"].startswith("sess_")
     # compile(id_generator=...) as some 10xGraph pages pass it
@@ -145,8 +147,10 @@ async def test_custom_sync_and_async_generators(backend: Backend) -> None:
 @pytest.mark.anyio
 async def test_default_generator_falls_back_to_uuid4(backend: Backend) -> None:
     cfg: dict = {}
-    await echo_graph(id_generator=DefaultIDGenerator()).compile(checkpointer=backend.new()).ainvoke(
-        {"messages": ["a"]}, cfg
+    await (
+        echo_graph(id_generator=DefaultIDGenerator())
+        .compile(checkpointer=backend.new())
+        .ainvoke({"messages": ["a"]}, cfg)
     )
     assert uuid.UUID(cfg["thread_id"]).version == 4 and uuid.UUID(cfg["run_id"]).version == 4
 
@@ -178,7 +182,9 @@ async def test_bad_generators_are_refused_before_anything_is_written(backend: Ba
 
     cp = backend.new()
     with pytest.raises(GraphError) as info:
-        await echo_graph(id_generator=Floaty()).compile(checkpointer=cp).ainvoke({"messages": ["a"]})
+        await (
+            echo_graph(id_generator=Floaty()).compile(checkpointer=cp).ainvoke({"messages": ["a"]})
+        )
     assert info.value.error_code == "GRAPH_001"
     with pytest.raises(ConfigError):
         await echo_graph(id_generator=Huge()).compile(checkpointer=cp).ainvoke({"messages": ["a"]})

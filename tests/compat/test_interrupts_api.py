@@ -79,7 +79,8 @@ async def test_interrupt_inside_a_tool_names_the_tool_call(backend: Backend) -> 
         if state.context[-1].role == "tool":
             return Message.text_message("done", role="assistant")
         return Message(
-            role="assistant", content=[ToolCallBlock(id="call-7", name="confirm", args={"amount": 5})]
+            role="assistant",
+            content=[ToolCallBlock(id="call-7", name="confirm", args={"amount": 5})],
         )
 
     g = StateGraph()
@@ -87,7 +88,9 @@ async def test_interrupt_inside_a_tool_names_the_tool_call(backend: Backend) -> 
     g.add_node("tools", ToolNode([confirm]))
     g.set_entry_point("model")
     g.add_conditional_edges(
-        "model", lambda s: "tools" if s.context[-1].tool_calls() else END, {"tools": "tools", END: END}
+        "model",
+        lambda s: "tools" if s.context[-1].tool_calls() else END,
+        {"tools": "tools", END: END},
     )
     g.add_edge("tools", "model")
     app = g.compile(checkpointer=backend.new())
@@ -132,11 +135,20 @@ async def test_interrupt_before_resumes_when_the_next_message_is_sent(backend: B
     app = g.compile(checkpointer=backend.new(), interrupt_before=["review_step"])
     cfg = {"thread_id": "workflow-1"}
     out1 = [c async for c in app.astream({"messages": [Message.text_message("Start")]}, dict(cfg))]
-    pause = [c.data for c in out1 if c.event == StreamEvent.UPDATES and c.data.get("interrupt_type")]
-    assert pause == [
-        {"node": "review_step", "status": "interrupted_before", "interrupt_type": "before", "interrupts": []}
+    pause = [
+        c.data for c in out1 if c.event == StreamEvent.UPDATES and c.data.get("interrupt_type")
     ]
-    out2 = [c async for c in app.astream({"messages": [Message.text_message("Approved")]}, dict(cfg))]
+    assert pause == [
+        {
+            "node": "review_step",
+            "status": "interrupted_before",
+            "interrupt_type": "before",
+            "interrupts": [],
+        }
+    ]
+    out2 = [
+        c async for c in app.astream({"messages": [Message.text_message("Approved")]}, dict(cfg))
+    ]
     msgs = [c.message.text() for c in out2 if c.event == StreamEvent.MESSAGE]
     assert msgs == ["Approved", "review_step saw Approved", "finish saw review_step saw Approved"]
     assert ran == ["plan", "review_step", "finish"]
@@ -146,7 +158,9 @@ async def test_interrupt_before_resumes_when_the_next_message_is_sent(backend: B
 
 
 @pytest.mark.anyio
-async def test_new_input_while_an_interrupt_waits_is_refused_as_a_value_error(backend: Backend) -> None:
+async def test_new_input_while_an_interrupt_waits_is_refused_as_a_value_error(
+    backend: Backend,
+) -> None:
     app = approval_app(backend.new())
     cfg = {"thread_id": "pending"}
     await app.ainvoke({"messages": ["z"]}, dict(cfg))

@@ -99,7 +99,11 @@ def test_outside_a_run_fields_come_from_what_the_application_binds(captured: io.
     set_log_context(thread_id=None, user_id=None, node=None)
     plain, bound = records(captured)[-2:]
     assert not {"thread_id", "user_id", "node", "run_id"} & set(plain)
-    assert (bound["thread_id"], bound["user_id"], bound["node"]) == ("t-7", "bob", "background_worker")
+    assert (bound["thread_id"], bound["user_id"], bound["node"]) == (
+        "t-7",
+        "bob",
+        "background_worker",
+    )
     with pytest.raises(TypeError):
         set_log_context(tenant="x")
 

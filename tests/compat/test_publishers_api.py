@@ -90,7 +90,9 @@ async def test_a_run_publishes_its_lifecycle(backend: Backend) -> None:
         ("node_execution", "end", "b"),
         ("graph_execution", "end", None),
     ]
-    assert {e.thread_id for e in pub.events} == {"p1"} and {e.run_id for e in pub.events} == {cfg["run_id"]}
+    assert {e.thread_id for e in pub.events} == {"p1"} and {e.run_id for e in pub.events} == {
+        cfg["run_id"]
+    }
     assert len({e.event_id for e in pub.events}) == 6
     assert pub.events[2].data["next"] == "b" and pub.events[-1].data["status"] == "completed"
     assert all(e.content_type is ContentType.STATE for e in pub.events)
@@ -106,7 +108,10 @@ async def test_errors_and_pauses_are_published(backend: Backend) -> None:
     app = two_nodes(fail_in_b=True).compile(checkpointer=backend.new(), publisher=pub)
     with pytest.raises(ValueError, match="b broke"):
         await app.ainvoke({"messages": ["go"]}, {"thread_id": "e"})
-    assert pub.trail()[-2:] == [("node_execution", "error", "b"), ("graph_execution", "error", None)]
+    assert pub.trail()[-2:] == [
+        ("node_execution", "error", "b"),
+        ("graph_execution", "error", None),
+    ]
     assert pub.events[-1].content_type is ContentType.ERROR
     assert pub.events[-2].data["error_type"] == "ValueError"
 
@@ -123,7 +128,9 @@ async def test_errors_and_pauses_are_published(backend: Backend) -> None:
 
 @only("memory", "sqlite")
 @pytest.mark.anyio
-async def test_a_failing_publisher_does_not_change_the_run(backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_publisher_does_not_change_the_run(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
     app = two_nodes().compile(checkpointer=backend.new(), publisher=Recorder(fail=True))
     out = await app.ainvoke({"messages": ["go"]}, {"thread_id": "f"})
     assert out["messages"][-1].text() == "from b"
@@ -162,7 +169,9 @@ def spans() -> tuple[Any, InMemorySpanExporter]:
 
 @only("memory", "sqlite", "postgres")
 @pytest.mark.anyio
-async def test_otel_publisher_makes_a_span_tree(backend: Backend, spans: tuple[Any, InMemorySpanExporter]) -> None:
+async def test_otel_publisher_makes_a_span_tree(
+    backend: Backend, spans: tuple[Any, InMemorySpanExporter]
+) -> None:
     tracer, exporter = spans
     g = two_nodes(fail_in_b=True)
     pub = setup_tracing(g, tracer=tracer, level=ObservabilityLevel.FULL)
@@ -170,7 +179,10 @@ async def test_otel_publisher_makes_a_span_tree(backend: Backend, spans: tuple[A
     app = g.compile(checkpointer=backend.new())
     with pytest.raises(ValueError, match="b broke"):
         await app.ainvoke({"messages": ["go"]}, {"thread_id": "o"})
-    finished = {s.name + ":" + str(s.attributes.get("tenxgraph.node.name")): s for s in exporter.get_finished_spans()}
+    finished = {
+        s.name + ":" + str(s.attributes.get("tenxgraph.node.name")): s
+        for s in exporter.get_finished_spans()
+    }
     run = finished["tenxgraph.publisher.run:None"]
     a, b = finished["tenxgraph.publisher.node:a"], finished["tenxgraph.publisher.node:b"]
     assert a.parent.span_id == run.context.span_id and b.parent.span_id == run.context.span_id

@@ -64,11 +64,17 @@ async def test_state_input_key_updates_only_the_named_fields_through_their_reduc
     app = one_node(main, backend.new(), JobState())
     cfg = {"thread_id": "partial"}
     await app.ainvoke(
-        {"messages": [Message.text_message("first")], "state": {"jd": "JD1", "cv": "CV1", "notes": [{"id": 1}]}},
+        {
+            "messages": [Message.text_message("first")],
+            "state": {"jd": "JD1", "cv": "CV1", "notes": [{"id": 1}]},
+        },
         dict(cfg),
     )
     res = await app.ainvoke(
-        {"messages": [Message.text_message("only the jd")], "state": {"jd": "JD2", "notes": [{"id": 2}]}},
+        {
+            "messages": [Message.text_message("only the jd")],
+            "state": {"jd": "JD2", "notes": [{"id": 2}]},
+        },
         dict(cfg),
         response_granularity=ResponseGranularity.FULL,
     )
@@ -97,7 +103,9 @@ async def test_node_appending_to_context_and_returning_state_reports_its_message
     backend: Backend,
 ) -> None:
     def main(state: JobState) -> JobState:
-        state.context.append(Message.text_message(f"echo {state.context[-1].text()}", role="assistant"))
+        state.context.append(
+            Message.text_message(f"echo {state.context[-1].text()}", role="assistant")
+        )
         state.jd = "seen"
         return state
 
@@ -108,7 +116,9 @@ async def test_node_appending_to_context_and_returning_state_reports_its_message
     chunks = [c async for c in app.astream({"messages": [Message.text_message("b")]}, dict(cfg))]
     streamed = [c.message.text() for c in chunks if c.event == StreamEvent.MESSAGE]
     assert streamed == ["b", "echo b"]
-    produced = next(c for c in chunks if c.event == StreamEvent.MESSAGE and c.message.text() == "echo b")
+    produced = next(
+        c for c in chunks if c.event == StreamEvent.MESSAGE and c.message.text() == "echo b"
+    )
     assert produced.metadata == {"node": "MAIN", "step": 1}
     # Durable once each, in order, with the field the node set; a second store instance agrees.
     for cp_app in (app, one_node(main, backend.peer(app.checkpointer), JobState())):
@@ -181,7 +191,12 @@ def test_sync_generator_node_streams_through_sync_stream(sync_backend: Backend) 
     app = one_node(main, sync_backend.new())
     cfg = {"thread_id": "sync-gen"}
     chunks = list(app.stream({"messages": [Message.text_message("go")]}, dict(cfg)))
-    assert [c.message.text() for c in chunks if c.event == "message"] == ["go", "part 0", "part 1", "part 2"]
+    assert [c.message.text() for c in chunks if c.event == "message"] == [
+        "go",
+        "part 0",
+        "part 1",
+        "part 2",
+    ]
     assert texts(app.get_state(dict(cfg))) == ["go", "part 0", "part 1", "part 2"]
     res = app.invoke({"messages": [Message.text_message("more")]}, dict(cfg))
     assert texts(res["messages"]) == ["more", "part 0", "part 1", "part 2"]
@@ -214,7 +229,9 @@ async def test_result_keys_follow_the_reference_granularity_table(
     backend: Backend, granularity: ResponseGranularity, keys: set[str]
 ) -> None:
     app = one_node(lambda state: "ok", backend.new())
-    res = await app.ainvoke({"messages": ["hi"]}, {"thread_id": "gran"}, response_granularity=granularity)
+    res = await app.ainvoke(
+        {"messages": ["hi"]}, {"thread_id": "gran"}, response_granularity=granularity
+    )
     assert set(res) == keys
 
 
@@ -229,8 +246,16 @@ def test_process_killed_inside_a_generator_node_replays_only_that_node(
 
     log = tmp_path / "log"
     proc = subprocess.run(
-        [sys.executable, str(HERE / "_gen_crash.py"), json.dumps(sync_backend.spec()), "gen-kill", str(log)],
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent / "conformance")])),
+        [
+            sys.executable,
+            str(HERE / "_gen_crash.py"),
+            json.dumps(sync_backend.spec()),
+            "gen-kill",
+            str(log),
+        ],
+        env=dict(
+            os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent / "conformance")])
+        ),
         capture_output=True,
         text=True,
         timeout=60,

@@ -15,10 +15,19 @@ LINES = [
         "from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent",
         "assert StreamChunk(event=StreamEvent.STATE).model_dump()['event'] == 'state'",
     ),
-    ("from tenxgraph.core.state.stream_chunks import StreamEvent", "assert StreamEvent.UPDATES == 'updates'"),
+    (
+        "from tenxgraph.core.state.stream_chunks import StreamEvent",
+        "assert StreamEvent.UPDATES == 'updates'",
+    ),
     # how-to/python/stream-graph.md
-    ("from tenxgraph.core.state import StreamChunk, StreamEvent", "assert 'metadata' in StreamChunk.model_fields"),
-    ("from tenxgraph.core.state import Message, StreamEvent", "assert StreamEvent.MESSAGE == 'message'"),
+    (
+        "from tenxgraph.core.state import StreamChunk, StreamEvent",
+        "assert 'metadata' in StreamChunk.model_fields",
+    ),
+    (
+        "from tenxgraph.core.state import Message, StreamEvent",
+        "assert StreamEvent.MESSAGE == 'message'",
+    ),
     (
         "from tenxgraph.core.state import AgentState, Message, StreamEvent",
         "assert AgentState().context == []",

@@ -44,14 +44,27 @@ async def test_chunks_are_pydantic_models_with_the_documented_fields(backend: Ba
     assert all(isinstance(c, StreamChunk) and isinstance(c, BaseModel) for c in chunks)
     for c in chunks:
         dumped = c.model_dump()
-        assert set(dumped) == {"event", "message", "state", "data", "thread_id", "run_id", "metadata", "timestamp"}
+        assert set(dumped) == {
+            "event",
+            "message",
+            "state",
+            "data",
+            "thread_id",
+            "run_id",
+            "metadata",
+            "timestamp",
+        }
         assert isinstance(c.event, str) and dumped["event"] == c.event
         assert c.thread_id == "fields" and c.run_id == cfg["run_id"]
     events = [c.event for c in chunks]
     assert events == ["message", "message", "updates", "message", "updates", "state"]
     assert events[0] == StreamEvent.MESSAGE and events[-1] == StreamEvent.STATE
     by_node = [(c.message.text(), c.metadata) for c in chunks if c.event == StreamEvent.MESSAGE]
-    assert by_node == [("hi", None), ("from A", {"node": "A", "step": 0}), ("from B", {"node": "B", "step": 1})]
+    assert by_node == [
+        ("hi", None),
+        ("from A", {"node": "A", "step": 0}),
+        ("from B", {"node": "B", "step": 1}),
+    ]
     assert [c.data["node"] for c in chunks if c.event == StreamEvent.UPDATES] == ["A", "B"]
     final = chunks[-1]
     assert final.data == {"status": "completed"} and [m.text() for m in final.state.context] == [
@@ -76,7 +89,9 @@ async def test_granularity_adds_a_state_chunk_after_each_node(
     chunks = [
         c
         async for c in app.astream(
-            {"messages": [Message.text_message("hi")]}, {"thread_id": "gran"}, response_granularity=granularity
+            {"messages": [Message.text_message("hi")]},
+            {"thread_id": "gran"},
+            response_granularity=granularity,
         )
     ]
     states = [c for c in chunks if c.event == StreamEvent.STATE]
@@ -102,7 +117,9 @@ async def test_error_chunk_carries_reason_then_the_error_is_raised(backend: Back
         async for c in app.astream({"messages": ["x"]}, {"thread_id": "err"}):
             seen.append(c)
     assert seen[-1].event == StreamEvent.ERROR
-    assert seen[-1].data["reason"] == "disk on fire" and seen[-1].data["error_code"] == "RuntimeError"
+    assert (
+        seen[-1].data["reason"] == "disk on fire" and seen[-1].data["error_code"] == "RuntimeError"
+    )
 
 
 def slow_generator_app(cp: Any, items: int, pause_s: float) -> Any:

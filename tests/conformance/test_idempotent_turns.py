@@ -29,7 +29,9 @@ def user(text: str, message_id: str) -> Message:
     return Message.text_message(text, message_id=message_id)
 
 
-def chain(cp: Any, calls: list[str], crash: dict[str, int] | None = None, pause_after: str | None = None) -> Any:
+def chain(
+    cp: Any, calls: list[str], crash: dict[str, int] | None = None, pause_after: str | None = None
+) -> Any:
     crash = crash if crash is not None else {}
 
     def make(name: str) -> Any:
@@ -87,7 +89,9 @@ async def test_partial_granularity_and_stream_say_already_processed(backend: Bac
     app = chain(backend.new(), calls)
     cfg = {"thread_id": "t-idem-stream"}
     await app.ainvoke({"messages": [user("hi", "m-1")]}, dict(cfg))
-    out = await app.ainvoke({"messages": [user("hi", "m-1")]}, dict(cfg), response_granularity="partial")
+    out = await app.ainvoke(
+        {"messages": [user("hi", "m-1")]}, dict(cfg), response_granularity="partial"
+    )
     assert out["already_processed"] is True
     assert texts(out["context"]) == ["hi", "one<-hi", "two<-hi"]
     chunks = [ch async for ch in app.astream({"messages": [user("hi", "m-1")]}, dict(cfg))]

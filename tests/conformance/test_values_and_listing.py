@@ -59,7 +59,9 @@ async def test_bytearray_round_trips_as_bytearray(backend: Backend) -> None:
 
 
 @pytest.mark.parametrize("digits", [4301, 5000])
-async def test_an_integer_too_long_to_read_back_is_refused_at_write(backend: Backend, digits: int) -> None:
+async def test_an_integer_too_long_to_read_back_is_refused_at_write(
+    backend: Backend, digits: int
+) -> None:
     cp = backend.new()
     huge = 7 * 10 ** (digits - 1)  # built arithmetically: int("7" * 5000) itself is refused
     app = _setter(cp, Bytes, {"anything": {"n": [1, huge]}})
@@ -81,11 +83,17 @@ async def test_big_integers_within_the_limit_round_trip(backend: Backend) -> Non
     assert st.anything == values
 
 
-async def test_list_threads_with_user_none_lists_the_anonymous_users_threads(backend: Backend) -> None:
+async def test_list_threads_with_user_none_lists_the_anonymous_users_threads(
+    backend: Backend,
+) -> None:
     cp = backend.new()
     app = _setter(cp, Bytes, {})
-    await app.ainvoke({"messages": [Message.text_message("a")]}, {"thread_id": "t-anon", "user_id": None})
-    await app.ainvoke({"messages": [Message.text_message("b")]}, {"thread_id": "t-named", "user_id": "None"})
+    await app.ainvoke(
+        {"messages": [Message.text_message("a")]}, {"thread_id": "t-anon", "user_id": None}
+    )
+    await app.ainvoke(
+        {"messages": [Message.text_message("b")]}, {"thread_id": "t-named", "user_id": "None"}
+    )
     assert [t.thread_id for t in await cp.alist_threads({"user_id": None})] == ["t-anon"]
     assert [t.thread_id for t in await cp.alist_threads({})] == ["t-anon"]
     assert [t.thread_id for t in await cp.alist_threads({"user_id": "anonymous"})] == ["t-anon"]
@@ -115,7 +123,13 @@ async def test_history_without_limit_pages_through_every_kept_version(backend: B
     hist = await app.aget_state_history(dict(cfg))
     assert [s.version for s in hist] == list(range(n, 0, -1))
     assert len(calls) == 3 and all(limit == HISTORY_PAGE for limit, _ in calls)
-    assert [s.version for s in await app.aget_state_history(dict(cfg), limit=5, before=10)] == [9, 8, 7, 6, 5]
+    assert [s.version for s in await app.aget_state_history(dict(cfg), limit=5, before=10)] == [
+        9,
+        8,
+        7,
+        6,
+        5,
+    ]
 
 
 async def test_full_history_decodes_each_message_row_once(backend: Backend) -> None:

@@ -533,7 +533,11 @@ async def test_astream_error_chunk_for_a_failing_node() -> None:
         async for c in app.astream({"messages": [user("hi")]}, {"thread_id": "t-boom"}):
             chunks.append(c)
     assert [c.event for c in chunks] == ["message", "error"]
-    assert chunks[-1].data == {"error_code": "RuntimeError", "reason": "node failed", "message": "node failed"}
+    assert chunks[-1].data == {
+        "error_code": "RuntimeError",
+        "reason": "node failed",
+        "message": "node failed",
+    }
     # The failure is checkpointed with status error (the input kept).
     st = await app.aget_state({"thread_id": "t-boom"})
     assert (texts(st), st.execution_meta.status, st.execution_meta.error) == (

@@ -13,8 +13,10 @@ from tenxgraph.core.state.reducers import (
 
 
 def _m(text: str, mid: str | None = None, **kw) -> Message:
-    return Message.text_message(text, message_id=mid) if not kw else Message(
-        role="user", content=text, message_id=mid, **kw
+    return (
+        Message.text_message(text, message_id=mid)
+        if not kw
+        else Message(role="user", content=text, message_id=mid, **kw)
     )
 
 

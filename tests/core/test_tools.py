@@ -598,7 +598,9 @@ async def test_damaged_ledger_entry_is_a_failed_read_not_a_raw_error(
     await node(state, run.config)
     for garbage in (b"{not json", b"[1, 2]", b'{"v": 1, "messages": [{"role": 7}]}', b"9" * 5000):
         for k, e in list(ledger.rows.items()):
-            ledger.rows[k] = LedgerEntry(e.call_key, e.tool_call_id, e.tool_name, garbage, e.created_at)
+            ledger.rows[k] = LedgerEntry(
+                e.call_key, e.tool_call_id, e.tool_name, garbage, e.created_at
+            )
         out = await node(state, run.config)
         assert results(out) == ["ok"]
     assert len(calls) == 5

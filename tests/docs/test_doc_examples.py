@@ -50,7 +50,10 @@ SKIPPED: dict[tuple[str, str], str] = {
         "needs the OTLP exporter package and a collector; docs/how-to/tracing.md runs the same "
         "setup with an in-memory exporter"
     ),
-    ("docs/how-to/tracing.md", "from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter"): (
+    (
+        "docs/how-to/tracing.md",
+        "from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter",
+    ): (
         "needs the OTLP exporter package and a collector listening; the same setup with the "
         "in-memory exporter runs just below it"
     ),
@@ -124,7 +127,7 @@ def test_skips_are_declared_and_few():
         for ex in blocks
         if ex.prefix_settings().get("test") == "skip"
     }
-    assert skipped == set(SKIPPED), "a block marked test=\"skip\" needs an entry in SKIPPED"
+    assert skipped == set(SKIPPED), 'a block marked test="skip" needs an entry in SKIPPED'
     total = sum(len(blocks) for blocks in PAGES.values())
     assert len(skipped) <= max(3, total // 10)
 
@@ -151,7 +154,10 @@ def page_env(
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     model_server = None
-    if getattr(request.node, "callspec", None) and request.node.callspec.params.get("page") in MODEL_PAGES:
+    if (
+        getattr(request.node, "callspec", None)
+        and request.node.callspec.params.get("page") in MODEL_PAGES
+    ):
         fake = _scripted_server_module()
         model_server = fake.ScriptedLLMServer(responder=fake.plausible_reply)
         monkeypatch.setenv("OPENAI_BASE_URL", model_server.base_url)
@@ -164,7 +170,9 @@ def page_env(
             model_server.close()
         for name in set(sys.modules) - modules_before:
             mod = sys.modules.get(name)
-            if mod is not None and str(getattr(mod, "__file__", "") or "").startswith(str(tmp_path)):
+            if mod is not None and str(getattr(mod, "__file__", "") or "").startswith(
+                str(tmp_path)
+            ):
                 del sys.modules[name]
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             # the page's schema and any schema it derived from it ("<schema>_...")
@@ -281,7 +289,11 @@ def test_threads_commands_are_not_called_read_only():
         check=True,
     ).stdout
     assert "delete" in help_text
-    for text in (help_text, (ROOT / "README.md").read_text(), (ROOT / "docs/how-to/cli.md").read_text()):
+    for text in (
+        help_text,
+        (ROOT / "README.md").read_text(),
+        (ROOT / "docs/how-to/cli.md").read_text(),
+    ):
         assert "read-only" not in " ".join(text.lower().split())
 
 

@@ -77,7 +77,9 @@ def test_reference_is_public_and_renders_roles(site: Path):
         html = page.read_text()
         assert not re.search(r":(class|meth|func|data|attr|mod|exc):", html), page
         for internal in ("acommit", "build_write", "aledger_put", "aledger_get", "aload"):
-            assert f'id="tenxgraph.storage.checkpointer.base.BaseCheckpointer.{internal}"' not in html
+            assert (
+                f'id="tenxgraph.storage.checkpointer.base.BaseCheckpointer.{internal}"' not in html
+            )
     checkpointer = (site / "reference/checkpointer/index.html").read_text()
     for public in ("PgCheckpointer", "SqliteCheckpointer", "InMemoryCheckpointer", "aget_state"):
         assert public in checkpointer
@@ -248,7 +250,10 @@ def _problems(events: list[dict[str, Any]]) -> list[str]:
     for e in events:
         method, params = e.get("method"), e.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            found.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            found.append(
+                "console: "
+                + " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+            )
         elif method == "Runtime.exceptionThrown":
             found.append("exception: " + json.dumps(params["exceptionDetails"])[:500])
         elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
@@ -269,7 +274,13 @@ def test_page_renders_in_chromium(name: str, served: str, browser: str, tmp_path
         tools = _DevTools(ws)
         for domain in ("Page", "Runtime", "Log", "Network"):
             tools.call(f"{domain}.enable")
-        tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
+        tools.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1280,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         tools.events.clear()
         tools.call("Page.navigate", url=served + page)
         tools.wait_for("Page.loadEventFired", timeout_s=60)
@@ -373,7 +384,9 @@ def test_reference_documents_every_public_name(site: Path):
 
 def _error_table(site: Path) -> dict[str, str]:
     html = (site / "reference/error-codes/index.html").read_text()
-    rows = re.findall(r"<tr>\s*<td><code>([A-Z_0-9]+)</code></td>\s*<td><code>(\w+)</code></td>", html)
+    rows = re.findall(
+        r"<tr>\s*<td><code>([A-Z_0-9]+)</code></td>\s*<td><code>(\w+)</code></td>", html
+    )
     return dict(rows)
 
 

@@ -42,8 +42,14 @@ def cases(private_port: int, refused: int) -> list[dict[str, Any]]:
             "pg": "postgresql://postgres:Pa@ss-word-04@127.0.0.1:5432/test",
             "secrets": ["Pa@ss-word-04", "ss-word-04"],
         },
-        {"pg": "postgresql+asyncpg://nosuchrole:Alchemy-pw-05@127.0.0.1/test", "secrets": ["Alchemy-pw-05"]},
-        {"pg": "postgresql://nosuchrole@127.0.0.1/test?password=Query-pw-06", "secrets": ["Query-pw-06"]},
+        {
+            "pg": "postgresql+asyncpg://nosuchrole:Alchemy-pw-05@127.0.0.1/test",
+            "secrets": ["Alchemy-pw-05"],
+        },
+        {
+            "pg": "postgresql://nosuchrole@127.0.0.1/test?password=Query-pw-06",
+            "secrets": ["Query-pw-06"],
+        },
         {"pg": "postgresql://u:Host-pw-07@no-such-host.invalid/test", "secrets": ["Host-pw-07"]},
         {"pg": f"postgresql://u:Refused-pw-08@127.0.0.1:{r}/test", "secrets": ["Refused-pw-08"]},
         {
@@ -64,24 +70,45 @@ def cases(private_port: int, refused: int) -> list[dict[str, Any]]:
             "secrets": ["Tls-pw-13"],
         },
         {"pg": "host=127.0.0.1 password='unterminated Bad-pw-14", "secrets": ["Bad-pw-14"]},
-        {"pg": GOOD_PG, "redis": f"redis://:Redis-pw-15@127.0.0.1:{r}/0", "secrets": ["Redis-pw-15"]},
+        {
+            "pg": GOOD_PG,
+            "redis": f"redis://:Redis-pw-15@127.0.0.1:{r}/0",
+            "secrets": ["Redis-pw-15"],
+        },
         {
             "pg": GOOD_PG,
             "redis": f"redis://user:Redis@pw-16@127.0.0.1:{r}/0",
             "secrets": ["Redis@pw-16", "pw-16"],
         },
-        {"pg": GOOD_PG, "redis": "redis://default:Wrong-redis-17@127.0.0.1:6379/0", "secrets": ["Wrong-redis-17"]},
-        {"pg": GOOD_PG, "redis": "rediss://:Tls-redis-18@127.0.0.1:6379/0", "secrets": ["Tls-redis-18"]},
+        {
+            "pg": GOOD_PG,
+            "redis": "redis://default:Wrong-redis-17@127.0.0.1:6379/0",
+            "secrets": ["Wrong-redis-17"],
+        },
+        {
+            "pg": GOOD_PG,
+            "redis": "rediss://:Tls-redis-18@127.0.0.1:6379/0",
+            "secrets": ["Tls-redis-18"],
+        },
         {
             "pg": "postgresql://nosuchrole:Both-pw-19@127.0.0.1/test",
             "redis": f"redis://:Both-redis-19@127.0.0.1:{r}/0",
             "secrets": ["Both-pw-19", "Both-redis-19"],
         },
-        {"pool": f"host=127.0.0.1 port={p} user=postgres dbname=test password='Pool pw 20'", "secrets": ["Pool pw 20", "pw 20"]},
+        {
+            "pool": f"host=127.0.0.1 port={p} user=postgres dbname=test password='Pool pw 20'",
+            "secrets": ["Pool pw 20", "pw 20"],
+        },
         # a '/' in a URL password: libpq would read host 'rv3', port 'ab' (refused up front)
-        {"pg": f"postgresql://rv3:ab/cdXYZ-21@127.0.0.1:{p}/rvdb", "secrets": ["ab/cdXYZ-21", "cdXYZ-21"]},
+        {
+            "pg": f"postgresql://rv3:ab/cdXYZ-21@127.0.0.1:{p}/rvdb",
+            "secrets": ["ab/cdXYZ-21", "cdXYZ-21"],
+        },
         # a space in a URL password: psycopg's parse error quotes it
-        {"pg": f"postgresql://postgres:two wordsXY-22@127.0.0.1:{p}/test", "secrets": ["two wordsXY-22", "wordsXY-22"]},
+        {
+            "pg": f"postgresql://postgres:two wordsXY-22@127.0.0.1:{p}/test",
+            "secrets": ["two wordsXY-22", "wordsXY-22"],
+        },
         # an unquoted space in a key/value password: libpq's error quotes the second word
         {
             "pg": f"host=127.0.0.1 port={p} user=postgres dbname=test password=Secret1-23 Secret2word-23",
@@ -98,9 +125,16 @@ def cases(private_port: int, refused: int) -> list[dict[str, Any]]:
             "secrets": ["abc def-25", "def-25"],
         },
         # a '?' in a URL password
-        {"pg": f"postgresql://postgres:ab?cd-26@127.0.0.1:{p}/test", "secrets": ["ab?cd-26", "cd-26"]},
+        {
+            "pg": f"postgresql://postgres:ab?cd-26@127.0.0.1:{p}/test",
+            "secrets": ["ab?cd-26", "cd-26"],
+        },
         # '@' and '/' in a Redis password: redis-py would silently use localhost:6379
-        {"pg": GOOD_PG, "redis": f"redis://:WrongRedis-27@/xx@127.0.0.1:{r}/0", "secrets": ["WrongRedis-27"]},
+        {
+            "pg": GOOD_PG,
+            "redis": f"redis://:WrongRedis-27@/xx@127.0.0.1:{r}/0",
+            "secrets": ["WrongRedis-27"],
+        },
     ]
 
 

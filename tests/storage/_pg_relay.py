@@ -30,7 +30,9 @@ from psycopg.conninfo import make_conninfo
 class PgRelay:
     """Asyncio TCP relay to ``target`` (host, port); start with ``await relay.start()``."""
 
-    def __init__(self, target: tuple[str, int] = ("127.0.0.1", 5432), marker: bytes = b"new_checkpoint") -> None:
+    def __init__(
+        self, target: tuple[str, int] = ("127.0.0.1", 5432), marker: bytes = b"new_checkpoint"
+    ) -> None:
         self.target = target
         self.marker = marker
         self.mode: str | None = None
@@ -103,7 +105,9 @@ class PgRelay:
 
 
 class _Conn:
-    def __init__(self, relay: PgRelay, creader: Any, cwriter: Any, sreader: Any, swriter: Any) -> None:
+    def __init__(
+        self, relay: PgRelay, creader: Any, cwriter: Any, sreader: Any, swriter: Any
+    ) -> None:
         self.relay = relay
         self.creader, self.cwriter = creader, cwriter
         self.sreader, self.swriter = sreader, swriter

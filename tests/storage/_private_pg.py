@@ -82,7 +82,9 @@ def private_cluster(max_connections: int = 6) -> Iterator[PrivateCluster]:
         run("pg_ctlcluster", VERSION, name, "start")
         sql = f"ALTER ROLE postgres PASSWORD '{PASSWORD}'"
         run("su", "postgres", "-c", f'psql -q -p {port} -c "{sql}" -c "CREATE DATABASE test"')
-        yield PrivateCluster(name=name, port=port, password=PASSWORD, max_connections=max_connections)
+        yield PrivateCluster(
+            name=name, port=port, password=PASSWORD, max_connections=max_connections
+        )
     finally:
         subprocess.run(
             ["pg_dropcluster", VERSION, name, "--stop"], capture_output=True, timeout=120

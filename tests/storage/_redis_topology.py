@@ -43,7 +43,9 @@ def redis_prefix_fixture(redis_topology: str, request: pytest.FixtureRequest) ->
 
 
 @pytest.fixture(name="redis_cluster_flag")
-def redis_cluster_flag_fixture(redis_topology: str, request: pytest.FixtureRequest) -> tuple[str, bool]:
+def redis_cluster_flag_fixture(
+    redis_topology: str, request: pytest.FixtureRequest
+) -> tuple[str, bool]:
     """``(url, cluster)`` for a ``RedisCache`` of this test's topology."""
     if redis_topology == "cluster":
         return request.getfixturevalue("redis_cluster_url"), True

@@ -87,7 +87,9 @@ def test_a_run_refuses_both(tmp_path: Path) -> None:
     app = g.compile()
     for uid in ("*", ADMIN_SCOPE):
         with pytest.raises(ConfigError):
-            app.invoke({"messages": [Message.text_message("hi")]}, {"thread_id": "t", "user_id": uid})
+            app.invoke(
+                {"messages": [Message.text_message("hi")]}, {"thread_id": "t", "user_id": uid}
+            )
 
 
 def test_admin_scope_is_one_object() -> None:

@@ -102,13 +102,18 @@ async def _three_turns(cp: Any) -> Any:
 async def test_wrong_typed_range_elements_are_serialization_errors(store: Store) -> None:
     app = await _three_turns(store.cp)
     for name, bad in store.ranges.items():
-        store.execute("UPDATE {t}checkpoints SET ranges = %s WHERE thread_id = %s AND version = 3", (bad, TID))
+        store.execute(
+            "UPDATE {t}checkpoints SET ranges = %s WHERE thread_id = %s AND version = 3", (bad, TID)
+        )
         await store.fresh()
         for what, call in [
             ("get_state", lambda: store.cp.aget_state(dict(CFG))),
             ("aget_version", lambda: store.cp.aget_version(dict(CFG), 3)),
             ("list_messages", lambda: store.cp.alist_messages(dict(CFG))),
-            ("invoke", lambda: app.ainvoke({"messages": [Message.text_message("again")]}, dict(CFG))),
+            (
+                "invoke",
+                lambda: app.ainvoke({"messages": [Message.text_message("again")]}, dict(CFG)),
+            ),
         ]:
             with pytest.raises(SerializationError) as info:
                 await call()
@@ -120,10 +125,15 @@ async def test_wrong_typed_range_elements_are_serialization_errors(store: Store)
 
 
 @pytest.mark.parametrize("column", ["next_seq", "version"])
-async def test_a_counter_at_the_int64_limit_fails_the_next_turn_cleanly(store: Store, column: str) -> None:
+async def test_a_counter_at_the_int64_limit_fails_the_next_turn_cleanly(
+    store: Store, column: str
+) -> None:
     app = await _three_turns(store.cp)
     top = 9223372036854775807
-    store.execute(f"UPDATE {{t}}checkpoints SET {column} = %s WHERE thread_id = %s AND version = 3", (top, TID))
+    store.execute(
+        f"UPDATE {{t}}checkpoints SET {column} = %s WHERE thread_id = %s AND version = 3",
+        (top, TID),
+    )
     if column == "version":  # the thread row points at its newest version
         store.execute("UPDATE {t}threads SET version = %s WHERE thread_id = %s", (top, TID))
     await store.fresh()
@@ -133,4 +143,6 @@ async def test_a_counter_at_the_int64_limit_fails_the_next_turn_cleanly(store: S
     assert info.value.context["path"] == f"$.{column}"
     # Nothing was written: the thread still points at the damaged version.
     await store.fresh()
-    assert await store.cp.store.current_version(store.cp.key_for(dict(CFG))) == (top if column == "version" else 3)
+    assert await store.cp.store.current_version(store.cp.key_for(dict(CFG))) == (
+        top if column == "version" else 3
+    )

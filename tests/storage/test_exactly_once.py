@@ -174,7 +174,9 @@ async def test_outcome_unknown_comes_within_seconds_with_the_default_pool_timeou
 
     from tenxgraph.storage.postgres import READ_BACK_BUDGET_S
 
-    cp = PgCheckpointer(relay.dsn(pg_dsn), schema=pg_schema, pool_config={"prepare_threshold": None})
+    cp = PgCheckpointer(
+        relay.dsn(pg_dsn), schema=pg_schema, pool_config={"prepare_threshold": None}
+    )
     direct = PgCheckpointer(pg_dsn, schema=pg_schema)
     app = _app(cp, [])
     cfg = {"thread_id": "bounded"}
@@ -183,7 +185,9 @@ async def test_outcome_unknown_comes_within_seconds_with_the_default_pool_timeou
         relay.arm("after_commit", blackout_s=60.0)
         started = time.monotonic()
         with pytest.raises(CommitOutcomeUnknownError):
-            await app.ainvoke({"messages": [Message.text_message("q1", message_id="m-1")]}, dict(cfg))
+            await app.ainvoke(
+                {"messages": [Message.text_message("q1", message_id="m-1")]}, dict(cfg)
+            )
         elapsed = time.monotonic() - started
         assert relay.in_blackout(), "the relay must still refuse connections"
         assert elapsed < 15.0, f"the read-back took {elapsed:.1f} s (budget {READ_BACK_BUDGET_S} s)"

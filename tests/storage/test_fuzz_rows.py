@@ -77,10 +77,42 @@ def _payloads(rng: random.Random, original: bytes) -> bytes:
     if choice == 6:
         return b'{"counter": ' + b"9" * rng.choice([20, 400, 5000]) + b"}"
     if choice == 7:
-        tag = rng.choice(["dt", "dtz", "int", "float", "bytes", "barr", "td", "dec", "set", "tuple", "kdict", "u16", "uuid", "date", "time", "dict"])
-        v = rng.choice(['"not a value"', "[1]", "null", '"' + "9" * 5000 + '"', "[[1]]", '{"x": 1}', '"1e99999"', '"!!!"'])
+        tag = rng.choice(
+            [
+                "dt",
+                "dtz",
+                "int",
+                "float",
+                "bytes",
+                "barr",
+                "td",
+                "dec",
+                "set",
+                "tuple",
+                "kdict",
+                "u16",
+                "uuid",
+                "date",
+                "time",
+                "dict",
+            ]
+        )
+        v = rng.choice(
+            [
+                '"not a value"',
+                "[1]",
+                "null",
+                '"' + "9" * 5000 + '"',
+                "[[1]]",
+                '{"x": 1}',
+                '"1e99999"',
+                '"!!!"',
+            ]
+        )
         extra = ', "z": "../../etc/passwd"' if tag == "dtz" else ""
-        field = rng.choice(["stamp", "blob", "tags", "counter", "execution_meta", "role", "content"])
+        field = rng.choice(
+            ["stamp", "blob", "tags", "counter", "execution_meta", "role", "content"]
+        )
         return f'{{"{field}": {{"__tx__": "{tag}", "v": {v}{extra}}}}}'.encode()
     if choice == 8:
         return (
@@ -133,14 +165,23 @@ class RawSqlite:
 
     def get(self, table: str, column: str, where: dict[str, Any]) -> Any:
         cond = " AND ".join(f"{k} = ?" for k in where)
-        return self.conn.execute(f'SELECT "{column}" FROM {table} WHERE {cond}', tuple(where.values())).fetchone()[0]
+        return self.conn.execute(
+            f'SELECT "{column}" FROM {table} WHERE {cond}', tuple(where.values())
+        ).fetchone()[0]
 
     def set(self, table: str, column: str, where: dict[str, Any], value: Any) -> None:
         cond = " AND ".join(f"{k} = ?" for k in where)
-        self.conn.execute(f'UPDATE {table} SET "{column}" = ? WHERE {cond}', (value, *where.values()))
+        self.conn.execute(
+            f'UPDATE {table} SET "{column}" = ? WHERE {cond}', (value, *where.values())
+        )
 
     def keys(self, table: str, thread_id: str, key: str) -> list[Any]:
-        return [r[0] for r in self.conn.execute(f"SELECT {key} FROM {table} WHERE thread_id = ?", (thread_id,))]
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT {key} FROM {table} WHERE thread_id = ?", (thread_id,)
+            )
+        ]
 
     def close(self) -> None:
         self.conn.close()
@@ -158,14 +199,23 @@ class RawPostgres:
 
     def get(self, table: str, column: str, where: dict[str, Any]) -> Any:
         cond = " AND ".join(f"{k} = %s" for k in where)
-        return self.conn.execute(f'SELECT "{column}" FROM {self._t(table)} WHERE {cond}', tuple(where.values())).fetchone()[0]
+        return self.conn.execute(
+            f'SELECT "{column}" FROM {self._t(table)} WHERE {cond}', tuple(where.values())
+        ).fetchone()[0]
 
     def set(self, table: str, column: str, where: dict[str, Any], value: Any) -> None:
         cond = " AND ".join(f"{k} = %s" for k in where)
-        self.conn.execute(f'UPDATE {self._t(table)} SET "{column}" = %s WHERE {cond}', (value, *where.values()))
+        self.conn.execute(
+            f'UPDATE {self._t(table)} SET "{column}" = %s WHERE {cond}', (value, *where.values())
+        )
 
     def keys(self, table: str, thread_id: str, key: str) -> list[Any]:
-        return [r[0] for r in self.conn.execute(f"SELECT {key} FROM {self._t(table)} WHERE thread_id = %s", (thread_id,))]
+        return [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT {key} FROM {self._t(table)} WHERE thread_id = %s", (thread_id,)
+            )
+        ]
 
     def close(self) -> None:
         self.conn.close()
@@ -224,7 +274,9 @@ async def _read_everything(cp: Any, tid: str, errors: dict[str, int]) -> dict[st
         try:
             decode_ledger_result(entry.result, tid)
         except TenxGraphError as exc:
-            errors[f"ledger_decode:{exc.error_code}"] = errors.get(f"ledger_decode:{exc.error_code}", 0) + 1
+            errors[f"ledger_decode:{exc.error_code}"] = (
+                errors.get(f"ledger_decode:{exc.error_code}", 0) + 1
+            )
     return out
 
 
@@ -233,17 +285,27 @@ async def _fuzz(cp: Any, raw: Any, text_ranges: bool, tmp_path: Path) -> dict[st
     sys.path.insert(0, str(tmp_path))
     try:
         await _populate(cp)
-        control_before = (await cp.aget_state({"thread_id": CONTROL, "user_id": USER}, FuzzState)).model_dump()
+        control_before = (
+            await cp.aget_state({"thread_id": CONTROL, "user_id": USER}, FuzzState)
+        ).model_dump()
         rng = random.Random(SEED)
         errors: dict[str, int] = {}
         for round_ in range(ROUNDS):
             tid = rng.choice(VICTIMS)
-            target = rng.choice(["values", "values", "message", "message", "metadata", "ledger", "ranges"])
+            target = rng.choice(
+                ["values", "values", "message", "message", "metadata", "ledger", "ranges"]
+            )
             if target == "values":
-                where = {"thread_id": tid, "version": rng.choice(raw.keys("checkpoints", tid, "version"))}
+                where = {
+                    "thread_id": tid,
+                    "version": rng.choice(raw.keys("checkpoints", tid, "version")),
+                }
                 table, column = "checkpoints", "values"
             elif target == "ranges":
-                where = {"thread_id": tid, "version": rng.choice(raw.keys("checkpoints", tid, "version"))}
+                where = {
+                    "thread_id": tid,
+                    "version": rng.choice(raw.keys("checkpoints", tid, "version")),
+                }
                 table, column = "checkpoints", "ranges"
             elif target == "message":
                 where = {"thread_id": tid, "seq": rng.choice(raw.keys("messages", tid, "seq"))}
@@ -297,7 +359,9 @@ async def test_fuzzed_sqlite_rows_raise_only_family_errors(tmp_path: Path) -> No
         raw.close()
         await cp.aclose()
     # The corruptions did reach the decoders (not all swallowed as misses).
-    assert sum(v for k, v in errors.items() if k.endswith("STORAGE_SERIALIZATION_000")) > 100, errors
+    assert sum(v for k, v in errors.items() if k.endswith("STORAGE_SERIALIZATION_000")) > 100, (
+        errors
+    )
 
 
 @pytest.mark.postgres
@@ -315,13 +379,25 @@ async def test_fuzzed_postgres_rows_raise_only_family_errors(
     finally:
         raw.close()
         await cp.aclose()
-    assert sum(v for k, v in errors.items() if k.endswith("STORAGE_SERIALIZATION_000")) > 100, errors
+    assert sum(v for k, v in errors.items() if k.endswith("STORAGE_SERIALIZATION_000")) > 100, (
+        errors
+    )
 
 
 async def _damage_one_and_list(cp: Any, raw: Any, caplog: pytest.LogCaptureFixture) -> None:
     await _populate(cp)
-    raw.set("threads", "metadata", {"thread_id": VICTIMS[0]}, b"{broken" if isinstance(raw, RawPostgres) else "{broken")
-    raw.set("checkpoints", "values", {"thread_id": VICTIMS[1], "version": 2}, b'{"stamp": {"__tx__": "dt", "v": "yesterday"}}')
+    raw.set(
+        "threads",
+        "metadata",
+        {"thread_id": VICTIMS[0]},
+        b"{broken" if isinstance(raw, RawPostgres) else "{broken",
+    )
+    raw.set(
+        "checkpoints",
+        "values",
+        {"thread_id": VICTIMS[1], "version": 2},
+        b'{"stamp": {"__tx__": "dt", "v": "yesterday"}}',
+    )
     cfg = {"thread_id": VICTIMS[1], "user_id": USER}
     await cp.store.invalidate(cp.key_for(cfg))
     with caplog.at_level(logging.WARNING, logger="tenxgraph.storage"):

@@ -236,8 +236,6 @@ async def make_stack(
             await c.aclose()
 
 
-
-
 @pytest.fixture
 def dedicated(tmp_path) -> Iterator[DedicatedRedis]:
     if shutil.which("redis-server") is None:

@@ -211,7 +211,9 @@ def test_failing_setups_never_show_a_password(
     assert proc.stderr.count("Wrong-pw-10") == 0 and proc.stderr.count("Pool pw 20") == 0
 
 
-def test_cli_wrong_password_exits_4(cluster: PrivateCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_wrong_password_exits_4(
+    cluster: PrivateCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tenxgraph.cli import EXIT_PERMISSION, main
 
     for argv in (["setup"], ["threads", "list"]):

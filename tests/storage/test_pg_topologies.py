@@ -201,7 +201,8 @@ def test_partitions_refused_over_an_unpartitioned_schema(pg_dsn: str, pg_schema:
     assert "unpartitioned" in str(err.value) and "fresh schema" in str(err.value)
     # nothing was changed: still plain
     assert _sql_rows(
-        pg_dsn, "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
+        pg_dsn,
+        "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
         f'"{pg_schema}".tenxgraph_threads',
     ) == [("r",)]
 
@@ -221,7 +222,7 @@ def _layouts(pg_dsn: str, schema: str, prefix: str) -> set[int | None]:
     """The partition count of every thread-keyed table (``None``: a plain table)."""
     out: set[int | None] = set()
     for table in THREAD_TABLES:
-        (kind, n), = _sql_rows(
+        ((kind, n),) = _sql_rows(
             pg_dsn,
             "SELECT c.relkind, (SELECT count(*) FROM pg_inherits WHERE inhparent = c.oid) "
             "FROM pg_class c WHERE c.oid = to_regclass(%s)",
@@ -231,9 +232,7 @@ def _layouts(pg_dsn: str, schema: str, prefix: str) -> set[int | None]:
     return out
 
 
-def test_partitioned_setup_rechecks_the_layout_under_the_lock(
-    pg_dsn: str, pg_schema: str
-) -> None:
+def test_partitioned_setup_rechecks_the_layout_under_the_lock(pg_dsn: str, pg_schema: str) -> None:
     """A plain setup() that lands between the lock-free look and the lock of a partitioned
     setup() makes the partitioned one refuse, instead of succeeding on plain tables."""
     wanted = PostgresStore(pg_dsn, schema=pg_schema, partitions=PARTITIONS)
@@ -356,9 +355,7 @@ async def test_no_pooler_detected_on_a_direct_connection(pg_dsn: str, pg_schema:
         await store.aclose()
 
 
-async def test_explicit_pgbouncer_switch_never_prepares(
-    pgbouncer_dsn: str, pg_schema: str
-) -> None:
+async def test_explicit_pgbouncer_switch_never_prepares(pgbouncer_dsn: str, pg_schema: str) -> None:
     store = PostgresStore(
         pgbouncer_dsn, schema=pg_schema, pooler="pgbouncer", pool_config={"max_size": 2}
     )

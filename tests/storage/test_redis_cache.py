@@ -101,8 +101,6 @@ def raw(redis_cluster_flag: tuple[str, bool]) -> Iterator[redis.Redis]:
     client.close()
 
 
-
-
 @pytest.fixture
 def dedicated(tmp_path) -> Iterator[DedicatedRedis]:
     if shutil.which("redis-server") is None:

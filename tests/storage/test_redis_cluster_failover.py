@@ -155,9 +155,7 @@ def _graph() -> StateGraph:
 async def test_master_killed_mid_run_is_a_cache_miss(
     own_cluster: OwnCluster, pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cp = PgCheckpointer(
-        pg_dsn, schema=pg_schema, redis_url=own_cluster.url, redis_cluster=True
-    )
+    cp = PgCheckpointer(pg_dsn, schema=pg_schema, redis_url=own_cluster.url, redis_cluster=True)
     await cp.asetup()
     app = _graph().compile(checkpointer=cp)
     cache = cp.store.caches[-1]

@@ -37,26 +37,39 @@ def _redis(cp: PgCheckpointer) -> Any:
     return tier
 
 
-@pytest.mark.parametrize("pool_config", [None, {"max_connections": 8}], ids=["url", "url+pool-config"])
+@pytest.mark.parametrize(
+    "pool_config", [None, {"max_connections": 8}], ids=["url", "url+pool-config"]
+)
 def test_one_checkpointer_two_asyncio_runs_and_the_sync_api(
-    pg_dsn: str, pg_schema: str, redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture,
+    pg_dsn: str,
+    pg_schema: str,
+    redis_url: str,
+    redis_prefix: str,
+    caplog: pytest.LogCaptureFixture,
     pool_config: dict[str, Any] | None,
 ) -> None:
     cp = PgCheckpointer(
-        pg_dsn, schema=pg_schema, redis_url=redis_url, redis_prefix=redis_prefix,
+        pg_dsn,
+        schema=pg_schema,
+        redis_url=redis_url,
+        redis_prefix=redis_prefix,
         redis_pool_config=pool_config,
     )
     app = _app(cp)
     tier = _redis(cp)
     with caplog.at_level(logging.WARNING):
         for i in range(3):  # three event loops, one after the other
-            out = asyncio.run(app.ainvoke({"messages": [Message.text_message(f"a{i}")]}, {"thread_id": f"t{i}"}))
+            out = asyncio.run(
+                app.ainvoke({"messages": [Message.text_message(f"a{i}")]}, {"thread_id": f"t{i}"})
+            )
             assert out["messages"][-1].text() == "hello"
             gc.collect()
         # The sync API (its own portal loop) and asyncio.run again, alternating.
         for i in range(3):
             app.invoke({"messages": [Message.text_message(f"s{i}")]}, {"thread_id": f"t{i}"})
-            asyncio.run(app.ainvoke({"messages": [Message.text_message(f"b{i}")]}, {"thread_id": f"t{i}"}))
+            asyncio.run(
+                app.ainvoke({"messages": [Message.text_message(f"b{i}")]}, {"thread_id": f"t{i}"})
+            )
         # Cold reads from Redis on a fresh loop: drop the in-process LRU, then read.
         before = tier.stats()
 

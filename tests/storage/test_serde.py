@@ -50,9 +50,13 @@ def test_declared_enum_and_model_round_trip_and_any_holds_tagged_types_exactly()
     state = S(color=Color.RED, profile=Profile(created=when), anything=value)
     back = serde.decode_values(S, serde.encode_values(state))
     assert back["color"] is Color.RED
-    assert back["profile"] == Profile(created=when) and back["profile"].created.tzinfo == when.tzinfo
+    assert (
+        back["profile"] == Profile(created=when) and back["profile"].created.tzinfo == when.tzinfo
+    )
     assert back["anything"] == value
-    assert {k: type(v) for k, v in back["anything"].items()} == {k: type(v) for k, v in value.items()}
+    assert {k: type(v) for k, v in back["anything"].items()} == {
+        k: type(v) for k, v in value.items()
+    }
 
 
 @pytest.mark.parametrize(

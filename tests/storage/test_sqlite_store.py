@@ -84,7 +84,11 @@ async def test_schema_has_versions_1_to_5_and_the_documented_tables(
         cols = {
             t: [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
             for t in (
-                "threads", "checkpoints", "messages", "tool_executions", "stop_requests",
+                "threads",
+                "checkpoints",
+                "messages",
+                "tool_executions",
+                "stop_requests",
                 "cache_values",
             )
         }

@@ -765,7 +765,10 @@ async def test_ledger_read_fallback_is_counted(backend: Backend, reader: Any) ->
     )
     assert ran == [1]
     d = delta(before, metric_sums(reader))
-    key = (METRIC.LEDGER_READ_FALLBACKS, ((ATTR.ERROR_TYPE, "RuntimeError"), (ATTR.TOOL_NAME, "ping")))
+    key = (
+        METRIC.LEDGER_READ_FALLBACKS,
+        ((ATTR.ERROR_TYPE, "RuntimeError"), (ATTR.TOOL_NAME, "ping")),
+    )
     assert d[key] == 1
 
 

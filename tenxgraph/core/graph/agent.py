@@ -345,7 +345,7 @@ class Agent:
             self._model_kwargs = params
         self.fallbacks: list[ChatModel] = []
         for fb in fallback_models or ():
-            name, fb_provider = (fb if isinstance(fb, tuple) else (fb, None))
+            name, fb_provider = fb if isinstance(fb, tuple) else (fb, None)
             if fb_provider not in (None, "openai"):
                 raise _unsupported(
                     "fallback_models",
@@ -513,7 +513,11 @@ class Agent:
         return False
 
     async def _generate(
-        self, messages: list[Message], tools: list[dict[str, Any]] | None, stream: bool, extra: dict[str, Any]
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        stream: bool,
+        extra: dict[str, Any],
     ) -> AsyncIterator[Message]:
         """Ask the model (then each fallback); yield its delta fragments, then the answer."""
         models = [self.model, *self.fallbacks]
@@ -797,7 +801,9 @@ class Agent:
         return self.output_schema.model_validate(data)
 
     # -- node entry points -------------------------------------------------------------------
-    async def node_stream(self, state: Any, config: dict[str, Any] | None = None) -> AsyncIterator[Any]:
+    async def node_stream(
+        self, state: Any, config: dict[str, Any] | None = None
+    ) -> AsyncIterator[Any]:
         """The form the graph runs: :meth:`respond`, streaming when the run streams.
 
         Args:

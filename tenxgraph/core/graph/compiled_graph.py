@@ -74,7 +74,9 @@ class CompiledGraph(Generic[StateT]):
         #: thread -> UNIX time of the newest in-process stop request (see ``astop``)
         self._local_stops: dict[ThreadKey, float] = {}
         self._running: dict[ThreadKey, int] = {}
-        self._counters = counter(METRIC.REPLAYED_NODES, "{node}", "nodes replayed after a crash or stop")
+        self._counters = counter(
+            METRIC.REPLAYED_NODES, "{node}", "nodes replayed after a crash or stop"
+        )
         if checkpointer.state_class is AgentState and self.state_class is not AgentState:
             checkpointer.state_class = self.state_class
 
@@ -182,7 +184,12 @@ class CompiledGraph(Generic[StateT]):
     ) -> dict[str, Any]:
         """Sync twin of :meth:`ainvoke` (raises ``GraphError GRAPH_007`` inside an event loop)."""
         return run_sync(
-            self.ainvoke, input_data, config, response_granularity, sync_name="invoke", async_name="ainvoke"
+            self.ainvoke,
+            input_data,
+            config,
+            response_granularity,
+            sync_name="invoke",
+            async_name="ainvoke",
         )
 
     async def astream(
@@ -360,11 +367,17 @@ class CompiledGraph(Generic[StateT]):
     ) -> list[StateSnapshot]:
         """Sync twin of :meth:`aget_state_history`."""
         return run_sync(
-            self.aget_state_history, config, limit, before,
-            sync_name="get_state_history", async_name="aget_state_history",
+            self.aget_state_history,
+            config,
+            limit,
+            before,
+            sync_name="get_state_history",
+            async_name="aget_state_history",
         )
 
-    async def aupdate_state(self, config: dict[str, Any], values: dict[str, Any] | Any) -> AgentState:
+    async def aupdate_state(
+        self, config: dict[str, Any], values: dict[str, Any] | Any
+    ) -> AgentState:
         """Apply ``values`` to the thread's latest state as if a node had returned them
         (through each field's reducer) and write it as a new version (compare-and-swap).
 
@@ -385,7 +398,8 @@ class CompiledGraph(Generic[StateT]):
             # forbidden (DESIGN 3): the ledger lookup checks ownership without writing.
             await self.checkpointer.aledger_get(cfg, "")
             raise ResourceNotFoundError(
-                f"thread {cfg['thread_id']!r} does not exist", context={"thread_id": cfg["thread_id"]}
+                f"thread {cfg['thread_id']!r} does not exist",
+                context={"thread_id": cfg["thread_id"]},
             )
         update, _ = _runner.normalize_return(values, loaded.state, "__update_state__")
         new_state, _ = _runner.apply_update(loaded.state, update)
@@ -394,4 +408,6 @@ class CompiledGraph(Generic[StateT]):
 
     def update_state(self, config: dict[str, Any], values: dict[str, Any] | Any) -> AgentState:
         """Sync twin of :meth:`aupdate_state`."""
-        return run_sync(self.aupdate_state, config, values, sync_name="update_state", async_name="aupdate_state")
+        return run_sync(
+            self.aupdate_state, config, values, sync_name="update_state", async_name="aupdate_state"
+        )

@@ -184,7 +184,9 @@ class Node:
         ws, wc, ia = _declared(func)
         names = _param_names(func)
         positional = not ("state" in names or "config" in names)
-        return cls(name, func, ws, wc, ia, positional, _generator_kind(func), _injections(func), owner)
+        return cls(
+            name, func, ws, wc, ia, positional, _generator_kind(func), _injections(func), owner
+        )
 
     def _injected(self, config: dict[str, Any]) -> dict[str, Any]:
         values: dict[str, Any] = {}

@@ -153,17 +153,24 @@ class StateGraph(Generic[StateT]):
         if func is None:
             if isinstance(name_or_func, str):
                 raise GraphError(
-                    f"add_node({name_or_func!r}) needs a function", error_code="GRAPH_001",
+                    f"add_node({name_or_func!r}) needs a function",
+                    error_code="GRAPH_001",
                     context={"node": name_or_func},
                 )
             func = name_or_func
-            name = getattr(func, "__name__", None) or getattr(func, "name", None) or type(func).__name__
+            name = (
+                getattr(func, "__name__", None)
+                or getattr(func, "name", None)
+                or type(func).__name__
+            )
         else:
             name = name_or_func  # type: ignore[assignment]
         if not isinstance(name, str) or not name:
             raise GraphError("node names must be non-empty strings", error_code="GRAPH_001")
         if name in (START, END):
-            raise GraphError(f"{name!r} is reserved", error_code="GRAPH_001", context={"node": name})
+            raise GraphError(
+                f"{name!r} is reserved", error_code="GRAPH_001", context={"node": name}
+            )
         if name in self.nodes:
             raise GraphError(
                 f"a node named {name!r} already exists; use override_node to replace it",
@@ -180,7 +187,9 @@ class StateGraph(Generic[StateT]):
             GraphError: ``GRAPH_004`` when no such node exists.
         """
         if name not in self.nodes:
-            raise GraphError(f"no node named {name!r}", error_code="GRAPH_004", context={"node": name})
+            raise GraphError(
+                f"no node named {name!r}", error_code="GRAPH_004", context={"node": name}
+            )
         self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
@@ -218,7 +227,9 @@ class StateGraph(Generic[StateT]):
         """
         if isinstance(path_map, (list, tuple)):
             path_map = {p: p for p in path_map}
-        self.conditional_edges[frm] = ConditionalEdge(condition, dict(path_map) if path_map else None)
+        self.conditional_edges[frm] = ConditionalEdge(
+            condition, dict(path_map) if path_map else None
+        )
         return self
 
     def set_entry_point(self, name: str) -> StateGraph:
@@ -263,7 +274,8 @@ class StateGraph(Generic[StateT]):
         known = set(self.nodes) | {END}
         if self.entry_point not in self.nodes:
             raise GraphError(
-                f"entry point {self.entry_point!r} is not a node", error_code="GRAPH_004",
+                f"entry point {self.entry_point!r} is not a node",
+                error_code="GRAPH_004",
                 context={"node": self.entry_point},
             )
         for frm in list(self.edges) + list(self.conditional_edges):
@@ -274,14 +286,20 @@ class StateGraph(Generic[StateT]):
             for to in self._targets(frm):
                 if to not in known:
                     raise GraphError(
-                        f"edge {frm!r} -> {to!r} names an unknown node", error_code="GRAPH_004",
+                        f"edge {frm!r} -> {to!r} names an unknown node",
+                        error_code="GRAPH_004",
                         context={"node": to},
                     )
-        for label, names in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):
+        for label, names in (
+            ("interrupt_before", interrupt_before),
+            ("interrupt_after", interrupt_after),
+        ):
             for n in names:
                 if n not in self.nodes:
                     raise GraphError(
-                        f"{label} names unknown node {n!r}", error_code="GRAPH_004", context={"node": n}
+                        f"{label} names unknown node {n!r}",
+                        error_code="GRAPH_004",
+                        context={"node": n},
                     )
         connected = {self.entry_point} | set(self.edges) | set(self.conditional_edges)
         for frm in self.nodes:
@@ -341,8 +359,13 @@ class StateGraph(Generic[StateT]):
             "compile",
             kwargs,
             (
-                "checkpointer", "interrupt_before", "interrupt_after", "shutdown_timeout",
-                "callback_manager", "id_generator", "publisher",
+                "checkpointer",
+                "interrupt_before",
+                "interrupt_after",
+                "shutdown_timeout",
+                "callback_manager",
+                "id_generator",
+                "publisher",
             ),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
@@ -370,7 +393,11 @@ class StateGraph(Generic[StateT]):
         ib, ia = list(interrupt_before or []), list(interrupt_after or [])
         self.validate(ib, ia)
         if self.context_manager is None:
-            trimming = [n for n, node in self.nodes.items() if getattr(node.func, "trim_context", False) is True]
+            trimming = [
+                n
+                for n, node in self.nodes.items()
+                if getattr(node.func, "trim_context", False) is True
+            ]
             if trimming:
                 raise GraphError(
                     f"node(s) {trimming} are Agents with trim_context=True, but the graph has no "

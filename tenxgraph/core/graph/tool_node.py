@@ -398,12 +398,16 @@ class ToolNode:
         """
         from tenxgraph.models.base import new_tool_call_id
 
-        call = ToolCallBlock(id=tool_call_id or new_tool_call_id(), name=name, args=dict(args or {}))
+        call = ToolCallBlock(
+            id=tool_call_id or new_tool_call_id(), name=name, args=dict(args or {})
+        )
         key = call_key_for("invoke", call)
         with span(SPAN.TOOL, attributes={ATTR.TOOL_NAME: name, ATTR.TOOL_CALL_ID: call.id}) as sp:
             token = _TOOL_CALL.set(ToolCallContext(tool_call_id=call.id, name=name, call_key=key))
             try:
-                msgs, _, _ = await self._execute(self._tools.get(name), call, key, state, config or {}, sp)
+                msgs, _, _ = await self._execute(
+                    self._tools.get(name), call, key, state, config or {}, sp
+                )
             finally:
                 _TOOL_CALL.reset(token)
         return next((m for m in msgs if m.role == "tool"), msgs[0])
@@ -458,7 +462,9 @@ class ToolNode:
         self, checkpointer: Any, config: dict[str, Any], key: str, call: ToolCallBlock, sp: Any
     ) -> _Outcome | None:
         timeout = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
-        budget = LEDGER_READ_RETRY_S if timeout is None else min(LEDGER_READ_RETRY_S, float(timeout))
+        budget = (
+            LEDGER_READ_RETRY_S if timeout is None else min(LEDGER_READ_RETRY_S, float(timeout))
+        )
         deadline = anyio.current_time() + budget
         delay = 0.05
         while True:
@@ -550,19 +556,21 @@ class ToolNode:
         timeout_s = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
         if spec is None:
             names = ", ".join(self._tools) or "(none)"
-            return _only([
-                _error_message(call, key, f"unknown tool {call.name!r}; available tools: {names}")
-            ])
+            return _only(
+                [_error_message(call, key, f"unknown tool {call.name!r}; available tools: {names}")]
+            )
         if "__raw_arguments__" in call.args and "__raw_arguments__" not in spec.arg_names:
             raw = str(call.args["__raw_arguments__"])
             shown = raw if len(raw) <= 200 else raw[:197] + "..."
-            return _only([
-                _error_message(
-                    call,
-                    key,
-                    f"the arguments for tool {call.name!r} are not a JSON object: {shown}",
-                )
-            ])
+            return _only(
+                [
+                    _error_message(
+                        call,
+                        key,
+                        f"the arguments for tool {call.name!r} are not a JSON object: {shown}",
+                    )
+                ]
+            )
         is_handoff = getattr(spec.func, "__handoff_tool__", False) is True
         if is_handoff:
             return self._handoff(spec, call, key)
@@ -605,9 +613,9 @@ class ToolNode:
                 value = recovered
             elif isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
                 _tool_failed(sp, call, exc)
-                return _only([
-                    _error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")
-                ])
+                return _only(
+                    [_error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")]
+                )
             elif getattr(exc, "_tenxgraph_propagate", False):
                 raise
             else:
@@ -620,37 +628,55 @@ class ToolNode:
                 value = await cbm.execute_after_invoke(cb_ctx, cb_input, value)
             except Exception as exc:  # noqa: BLE001 - a failing callback answers the model
                 _tool_failed(sp, call, exc)
-                return _only([_error_message(call, key, f"an after-invoke callback of tool {call.name!r} failed: {exc}")])
+                return _only(
+                    [
+                        _error_message(
+                            call,
+                            key,
+                            f"an after-invoke callback of tool {call.name!r} failed: {exc}",
+                        )
+                    ]
+                )
         if isinstance(value, ToolResult):
             bad = _bad_state_keys(value.state, state)
             if bad:
-                return _only([
-                    _error_message(
-                        call,
-                        key,
-                        f"tool {call.name!r} returned a ToolResult updating {bad}, which are not "
-                        f"fields of the graph state {type(state).__name__}",
-                    )
-                ])
+                return _only(
+                    [
+                        _error_message(
+                            call,
+                            key,
+                            f"tool {call.name!r} returned a ToolResult updating {bad}, which are not "
+                            f"fields of the graph state {type(state).__name__}",
+                        )
+                    ]
+                )
             try:
                 return _result_messages(value.message, call, key), dict(value.state), None
             except Exception as exc:  # noqa: BLE001 - a value with no JSON form
                 _tool_failed(sp, call, exc)
-                return _only([
-                    _error_message(call, key, f"tool {call.name!r} returned a message that cannot be stored")
-                ])
+                return _only(
+                    [
+                        _error_message(
+                            call,
+                            key,
+                            f"tool {call.name!r} returned a message that cannot be stored",
+                        )
+                    ]
+                )
         try:
             return _only(_result_messages(value, call, key))
         except Exception as exc:  # noqa: BLE001 - a value with no JSON form
             _tool_failed(sp, call, exc)
-            return _only([
-                _error_message(
-                    call,
-                    key,
-                    f"tool {call.name!r} returned a {type(value).__name__} that cannot be "
-                    "stored as JSON; return a str, a JSON-compatible value or a Message",
-                )
-            ])
+            return _only(
+                [
+                    _error_message(
+                        call,
+                        key,
+                        f"tool {call.name!r} returned a {type(value).__name__} that cannot be "
+                        "stored as JSON; return a str, a JSON-compatible value or a Message",
+                    )
+                ]
+            )
 
     def _handoff(self, spec: ToolSpec, call: ToolCallBlock, key: str) -> _Outcome:
         """Answer a handoff call and name the node to go to (module docstring)."""
@@ -663,7 +689,9 @@ class ToolNode:
             node = folded[0] if len(folded) == 1 else None
         if node is None:
             where = f"; nodes: {', '.join(nodes)}" if nodes else " (outside a graph run)"
-            return _only([_error_message(call, key, f"cannot hand off: no node named {target!r}{where}")])
+            return _only(
+                [_error_message(call, key, f"cannot hand off: no node named {target!r}{where}")]
+            )
         msg = Message.tool_message(
             f"Handed off to {node}.",
             tool_call_id=call.id,
@@ -869,7 +897,12 @@ def _decode(data: bytes, thread_id: Any = None) -> _Outcome:
         except Exception:  # noqa: BLE001 - pydantic errors of a damaged entry
             raise SerializationError(
                 f"message {i} of a stored ledger result of thread {tid!r} cannot be decoded",
-                context={"thread_id": tid, "version": None, "path": f"$.messages[{i}]", "type": "ValidationError"},
+                context={
+                    "thread_id": tid,
+                    "version": None,
+                    "path": f"$.messages[{i}]",
+                    "type": "ValidationError",
+                },
             ) from None
     updates = obj.get("state") or {}
     goto = obj.get("goto")

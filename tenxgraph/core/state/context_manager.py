@@ -19,9 +19,7 @@ logger = logging.getLogger(__name__)
 def _drop_tool_traffic(messages: list[Message]) -> list[Message]:
     """Without assistant messages that call tools and without tool results."""
     return [
-        m
-        for m in messages
-        if m.role != "tool" and not (m.role == "assistant" and m.tool_calls())
+        m for m in messages if m.role != "tool" and not (m.role == "assistant" and m.tool_calls())
     ]
 
 

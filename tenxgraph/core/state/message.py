@@ -119,9 +119,7 @@ class Message(BaseModel):
             meta: metadata dict.
             is_error: mark the result as a tool failure.
         """
-        if isinstance(content, list) and content and all(
-            isinstance(b, BaseModel) for b in content
-        ):
+        if isinstance(content, list) and content and all(isinstance(b, BaseModel) for b in content):
             blocks = content
             if tool_call_id is None:
                 for b in blocks:
@@ -131,7 +129,9 @@ class Message(BaseModel):
         else:
             if tool_call_id is None:
                 raise ValueError("Message.tool_message needs tool_call_id when content is a result")
-            blocks = [ToolResultBlock(tool_call_id=tool_call_id, content=content, is_error=is_error)]
+            blocks = [
+                ToolResultBlock(tool_call_id=tool_call_id, content=content, is_error=is_error)
+            ]
         kwargs: dict[str, Any] = {
             "role": "tool",
             "content": blocks,

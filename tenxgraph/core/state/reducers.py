@@ -15,7 +15,14 @@ from typing import Any
 # Re-exported: 10xGraph's custom-state guide imports ``Message`` from this module.
 from .message import Message
 
-__all__ = ["Message", "MessageList", "add_messages", "append_items", "replace_messages", "replace_value"]
+__all__ = [
+    "Message",
+    "MessageList",
+    "add_messages",
+    "append_items",
+    "replace_messages",
+    "replace_value",
+]
 
 
 class _Lineage:

@@ -218,7 +218,9 @@ class BaseCheckpointer(Generic[StateT]):
                     "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer"
                 )
         self.store = store
-        self.cache_values: CacheValueStore = cache_values if cache_values is not None else MemoryKV()
+        self.cache_values: CacheValueStore = (
+            cache_values if cache_values is not None else MemoryKV()
+        )
         self.state_cache_ttl_s = state_cache_ttl_s
         # A checkpointer of the application's own (no store): what tenxgraph keeps for it.
         self._custom_versions: dict[ThreadKey, int] = {}
@@ -426,7 +428,9 @@ class BaseCheckpointer(Generic[StateT]):
                 memo=memo,
             )
             n = len(base)
-        lineage = objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
+        lineage = (
+            objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
+        )
         msgs = MessageList(base, lineage=lineage)
         state = state_cls.model_construct(**values, context=msgs)
         view = DurableView(messages=msgs, length=n, ranges=rec.ranges, next_seq=rec.next_seq)
@@ -516,7 +520,9 @@ class BaseCheckpointer(Generic[StateT]):
         # The run extends its own copy of the message list, never the object the store holds.
         state = state.model_copy(update={"context": MessageList(list(state.context))})
         config["_checkpoint_version"] = version
-        return Loaded(state=state, version=version, view=DurableView.empty(), created_at=time.time())
+        return Loaded(
+            state=state, version=version, view=DurableView.empty(), created_at=time.time()
+        )
 
     async def _custom_commit(
         self, config: dict[str, Any], key: ThreadKey, state: AgentState, prev: Loaded | None
@@ -526,7 +532,9 @@ class BaseCheckpointer(Generic[StateT]):
         self._custom_versions[key] = version
         config["_checkpoint_version"] = version
         self._ckpt_counter.add(1, self._metric_attrs)
-        return Loaded(state=state, version=version, view=DurableView.empty(), created_at=time.time())
+        return Loaded(
+            state=state, version=version, view=DurableView.empty(), created_at=time.time()
+        )
 
     def build_write(
         self, key: ThreadKey, state: AgentState, prev: Loaded | None
@@ -727,7 +735,9 @@ class BaseCheckpointer(Generic[StateT]):
         self, config: dict[str, Any], state_cls: type[AgentState] | None = None
     ) -> AgentState | None:
         """Sync twin of :meth:`aget_state`."""
-        return run_sync(self.aget_state, config, state_cls, sync_name="get_state", async_name="aget_state")
+        return run_sync(
+            self.aget_state, config, state_cls, sync_name="get_state", async_name="aget_state"
+        )
 
     async def aput_state(self, config: dict[str, Any], state: AgentState) -> AgentState:
         """Write ``state`` as the thread's next version (compare-and-swap).
@@ -756,7 +766,9 @@ class BaseCheckpointer(Generic[StateT]):
 
     def put_state(self, config: dict[str, Any], state: AgentState) -> AgentState:
         """Sync twin of :meth:`aput_state`."""
-        return run_sync(self.aput_state, config, state, sync_name="put_state", async_name="aput_state")
+        return run_sync(
+            self.aput_state, config, state, sync_name="put_state", async_name="aput_state"
+        )
 
     async def _base_for(
         self, cfg: dict[str, Any], key: ThreadKey, state_cls: type[AgentState]
@@ -922,7 +934,9 @@ class BaseCheckpointer(Generic[StateT]):
 
     def clean_thread(self, config: dict[str, Any]) -> bool:
         """Sync twin of :meth:`aclean_thread`."""
-        return run_sync(self.aclean_thread, config, sync_name="clean_thread", async_name="aclean_thread")
+        return run_sync(
+            self.aclean_thread, config, sync_name="clean_thread", async_name="aclean_thread"
+        )
 
     async def aclear_state(self, config: dict[str, Any]) -> bool:
         """10xGraph name for deleting a thread's persisted state: same as :meth:`aclean_thread`."""
@@ -930,7 +944,9 @@ class BaseCheckpointer(Generic[StateT]):
 
     def clear_state(self, config: dict[str, Any]) -> bool:
         """Sync twin of :meth:`aclear_state`."""
-        return run_sync(self.aclear_state, config, sync_name="clear_state", async_name="aclear_state")
+        return run_sync(
+            self.aclear_state, config, sync_name="clear_state", async_name="aclear_state"
+        )
 
     async def alist_threads(
         self,
@@ -988,7 +1004,13 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> list[ThreadInfo]:
         """Sync twin of :meth:`alist_threads`."""
         return run_sync(
-            self.alist_threads, config, search, offset, limit, sync_name="list_threads", async_name="alist_threads"
+            self.alist_threads,
+            config,
+            search,
+            offset,
+            limit,
+            sync_name="list_threads",
+            async_name="alist_threads",
         )
 
     async def aget_thread(self, config: dict[str, Any]) -> ThreadInfo | None:
@@ -1004,7 +1026,9 @@ class BaseCheckpointer(Generic[StateT]):
         """Sync twin of :meth:`aget_thread`."""
         return run_sync(self.aget_thread, config, sync_name="get_thread", async_name="aget_thread")
 
-    async def aput_thread(self, config: dict[str, Any], thread_info: dict[str, Any] | ThreadInfo) -> None:
+    async def aput_thread(
+        self, config: dict[str, Any], thread_info: dict[str, Any] | ThreadInfo
+    ) -> None:
         """Set the application metadata of an existing thread.
 
         Args:
@@ -1028,7 +1052,9 @@ class BaseCheckpointer(Generic[StateT]):
 
     def put_thread(self, config: dict[str, Any], thread_info: dict[str, Any] | ThreadInfo) -> None:
         """Sync twin of :meth:`aput_thread`."""
-        run_sync(self.aput_thread, config, thread_info, sync_name="put_thread", async_name="aput_thread")
+        run_sync(
+            self.aput_thread, config, thread_info, sync_name="put_thread", async_name="aput_thread"
+        )
 
     async def alist_messages(
         self,
@@ -1061,7 +1087,13 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> list[Message]:
         """Sync twin of :meth:`alist_messages`."""
         return run_sync(
-            self.alist_messages, config, search, offset, limit, sync_name="list_messages", async_name="alist_messages"
+            self.alist_messages,
+            config,
+            search,
+            offset,
+            limit,
+            sync_name="list_messages",
+            async_name="alist_messages",
         )
 
     async def aget_message(self, config: dict[str, Any], message_id: str | int) -> Message:
@@ -1081,10 +1113,19 @@ class BaseCheckpointer(Generic[StateT]):
 
     def get_message(self, config: dict[str, Any], message_id: str | int) -> Message:
         """Sync twin of :meth:`aget_message`."""
-        return run_sync(self.aget_message, config, message_id, sync_name="get_message", async_name="aget_message")
+        return run_sync(
+            self.aget_message,
+            config,
+            message_id,
+            sync_name="get_message",
+            async_name="aget_message",
+        )
 
     async def aput_messages(
-        self, config: dict[str, Any], messages: list[Message], metadata: dict[str, Any] | None = None
+        self,
+        config: dict[str, Any],
+        messages: list[Message],
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """Append messages to the thread as a new version (compare-and-swap, like
         :meth:`aput_state`); messages whose id is already present are skipped.
@@ -1103,10 +1144,20 @@ class BaseCheckpointer(Generic[StateT]):
         await self.acommit(cfg, new_state, prev)
 
     def put_messages(
-        self, config: dict[str, Any], messages: list[Message], metadata: dict[str, Any] | None = None
+        self,
+        config: dict[str, Any],
+        messages: list[Message],
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """Sync twin of :meth:`aput_messages`."""
-        run_sync(self.aput_messages, config, messages, metadata, sync_name="put_messages", async_name="aput_messages")
+        run_sync(
+            self.aput_messages,
+            config,
+            messages,
+            metadata,
+            sync_name="put_messages",
+            async_name="aput_messages",
+        )
 
     async def adelete_message(self, config: dict[str, Any], message_id: str | int) -> bool:
         """Remove one message from the thread's state as a new version (history keeps it).
@@ -1131,7 +1182,13 @@ class BaseCheckpointer(Generic[StateT]):
 
     def delete_message(self, config: dict[str, Any], message_id: str | int) -> bool:
         """Sync twin of :meth:`adelete_message`."""
-        return run_sync(self.adelete_message, config, message_id, sync_name="delete_message", async_name="adelete_message")
+        return run_sync(
+            self.adelete_message,
+            config,
+            message_id,
+            sync_name="delete_message",
+            async_name="adelete_message",
+        )
 
     # -- 10xGraph reference names (checkpointers reference page) ---------------------------------
     async def aget_messages(
@@ -1153,7 +1210,13 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> list[Message]:
         """Sync twin of ``aget_messages``."""
         return run_sync(
-            self.aget_messages, config, search, offset, limit, sync_name="get_messages", async_name="aget_messages"
+            self.aget_messages,
+            config,
+            search,
+            offset,
+            limit,
+            sync_name="get_messages",
+            async_name="aget_messages",
         )
 
     async def aget_threads(
@@ -1175,7 +1238,13 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> list[ThreadInfo]:
         """Sync twin of ``aget_threads``."""
         return run_sync(
-            self.aget_threads, config, search, offset, limit, sync_name="get_threads", async_name="aget_threads"
+            self.aget_threads,
+            config,
+            search,
+            offset,
+            limit,
+            sync_name="get_threads",
+            async_name="aget_threads",
         )
 
     async def adelete_thread(self, config: dict[str, Any]) -> bool:
@@ -1189,7 +1258,9 @@ class BaseCheckpointer(Generic[StateT]):
 
     def delete_thread(self, config: dict[str, Any]) -> bool:
         """Sync twin of ``adelete_thread``."""
-        return run_sync(self.adelete_thread, config, sync_name="delete_thread", async_name="adelete_thread")
+        return run_sync(
+            self.adelete_thread, config, sync_name="delete_thread", async_name="adelete_thread"
+        )
 
     # -- generic cache values and the state cache -------------------------------------------------
     async def aput_cache_value(
@@ -1226,8 +1297,13 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> None:
         """Sync twin of ``aput_cache_value``."""
         run_sync(
-            self.aput_cache_value, namespace, key, value, ttl_seconds,
-            sync_name="put_cache_value", async_name="aput_cache_value",
+            self.aput_cache_value,
+            namespace,
+            key,
+            value,
+            ttl_seconds,
+            sync_name="put_cache_value",
+            async_name="aput_cache_value",
         )
 
     async def aget_cache_value(self, namespace: str, key: str) -> Any | None:
@@ -1245,7 +1321,11 @@ class BaseCheckpointer(Generic[StateT]):
     def get_cache_value(self, namespace: str, key: str) -> Any | None:
         """Sync twin of ``aget_cache_value``."""
         return run_sync(
-            self.aget_cache_value, namespace, key, sync_name="get_cache_value", async_name="aget_cache_value"
+            self.aget_cache_value,
+            namespace,
+            key,
+            sync_name="get_cache_value",
+            async_name="aget_cache_value",
         )
 
     async def aclear_cache_value(self, namespace: str, key: str) -> bool:
@@ -1266,7 +1346,11 @@ class BaseCheckpointer(Generic[StateT]):
     def clear_cache_value(self, namespace: str, key: str) -> bool:
         """Sync twin of ``aclear_cache_value``."""
         return run_sync(
-            self.aclear_cache_value, namespace, key, sync_name="clear_cache_value", async_name="aclear_cache_value"
+            self.aclear_cache_value,
+            namespace,
+            key,
+            sync_name="clear_cache_value",
+            async_name="aclear_cache_value",
         )
 
     async def alist_cache_keys(self, namespace: str, prefix: str | None = None) -> list[str]:
@@ -1284,7 +1368,11 @@ class BaseCheckpointer(Generic[StateT]):
     def list_cache_keys(self, namespace: str, prefix: str | None = None) -> list[str]:
         """Sync twin of ``alist_cache_keys``."""
         return run_sync(
-            self.alist_cache_keys, namespace, prefix, sync_name="list_cache_keys", async_name="alist_cache_keys"
+            self.alist_cache_keys,
+            namespace,
+            prefix,
+            sync_name="list_cache_keys",
+            async_name="alist_cache_keys",
         )
 
     @staticmethod
@@ -1334,7 +1422,11 @@ class BaseCheckpointer(Generic[StateT]):
     def put_state_cache(self, config: dict[str, Any], state: AgentState) -> AgentState:
         """Sync twin of ``aput_state_cache``."""
         return run_sync(
-            self.aput_state_cache, config, state, sync_name="put_state_cache", async_name="aput_state_cache"
+            self.aput_state_cache,
+            config,
+            state,
+            sync_name="put_state_cache",
+            async_name="aput_state_cache",
         )
 
     async def aget_state_cache(
@@ -1365,8 +1457,15 @@ class BaseCheckpointer(Generic[StateT]):
 
     def get_state_cache(self, config: dict[str, Any]) -> AgentState | None:
         """Sync twin of ``aget_state_cache``."""
-        return run_sync(self.aget_state_cache, config, sync_name="get_state_cache", async_name="aget_state_cache")
+        return run_sync(
+            self.aget_state_cache,
+            config,
+            sync_name="get_state_cache",
+            async_name="aget_state_cache",
+        )
 
     def __repr__(self) -> str:
         name = self.store.name if self.store is not None else None
-        return f"{type(self).__name__}(store={name!r}, state_history_limit={self.state_history_limit})"
+        return (
+            f"{type(self).__name__}(store={name!r}, state_history_limit={self.state_history_limit})"
+        )

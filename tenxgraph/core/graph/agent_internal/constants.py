@@ -53,14 +53,24 @@ class RetryConfig:
     circuit_breaker_reset_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ValueError(f"RetryConfig.max_retries must be an integer >= 0, got {self.max_retries!r}")
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
+            raise ValueError(
+                f"RetryConfig.max_retries must be an integer >= 0, got {self.max_retries!r}"
+            )
         for name in ("initial_delay", "max_delay", "circuit_breaker_reset_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"RetryConfig.{name} must be a number of seconds >= 0, got {value!r}")
+                raise ValueError(
+                    f"RetryConfig.{name} must be a number of seconds >= 0, got {value!r}"
+                )
         if not isinstance(self.backoff_factor, (int, float)) or self.backoff_factor < 1:
-            raise ValueError(f"RetryConfig.backoff_factor must be >= 1, got {self.backoff_factor!r}")
+            raise ValueError(
+                f"RetryConfig.backoff_factor must be >= 1, got {self.backoff_factor!r}"
+            )
         if self.circuit_breaker_threshold < 1:
             raise ValueError("RetryConfig.circuit_breaker_threshold must be >= 1")
         object.__setattr__(self, "retryable_status_codes", frozenset(self.retryable_status_codes))
