@@ -81,6 +81,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
+from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import (
     CheckpointWrite,
@@ -124,26 +125,6 @@ DEFAULT_POOL_CONFIG: dict[str, Any] = {
     "timeout": 30.0,
     "prepare_threshold": 5,
 }
-
-#: ``pool_config`` keys passed to ``psycopg_pool.AsyncConnectionPool`` (plus ``kwargs``, merged
-#: into the connection arguments, and ``prepare_threshold``).
-_POOL_KEYS = frozenset(
-    {
-        "min_size",
-        "max_size",
-        "timeout",
-        "max_waiting",
-        "max_lifetime",
-        "max_idle",
-        "reconnect_timeout",
-        "num_workers",
-        "name",
-        "connection_class",
-        "configure",
-        "reset",
-        "check",
-    }
-)
 
 #: SQLSTATE classes that mean "try again": connection exception, transaction rollback
 #: (serialization failure, deadlock), insufficient resources, operator intervention.
@@ -194,7 +175,8 @@ class PostgresStore:
             is opened if needed, never closed by the store; autocommit connections are
             recommended (otherwise each statement runs in its own explicit transaction, which
             costs a round trip for the ``COMMIT``).
-        pool_config: settings for the pool the store creates (ignored with ``pool``):
+        pool_config: settings for the pool the store creates (with ``pool``, only ``timeout``:
+            how long the first connection is retried; any other key is refused):
             ``min_size`` (default 1), ``max_size`` (default 10), ``timeout`` (seconds to wait
             for a connection, default 30), ``max_waiting``, ``max_lifetime``, ``max_idle``,
             ``reconnect_timeout``, ``num_workers``, ``name``, ``connection_class``,
@@ -230,7 +212,9 @@ class PostgresStore:
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``dsn`` and ``pool`` are given, the
-            DSN cannot be parsed, ``pool_config`` holds an unknown key, ``pooler`` is not one
+            DSN cannot be parsed, ``pool`` is not an ``AsyncConnectionPool``, ``pool_config``
+            holds an unknown key or a value of the wrong type or range (see
+            :func:`~tenxgraph.storage._pool_config.check_pool_config`), ``pooler`` is not one
             of :data:`POOLERS` (or is ``"pgbouncer"`` with a non-``None``
             ``prepare_threshold``), or ``partitions`` is not an int from 1 to 1024.
 
@@ -277,6 +261,12 @@ class PostgresStore:
             )
         if not schema:
             raise ConfigError("schema must be a non-empty name", context={"key": "schema"})
+        if pool is not None and not isinstance(pool, AsyncConnectionPool):
+            raise ConfigError(
+                f"pool must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}",
+                context={"key": "pool"},
+            )
+        pool_config = check_pool_config(pool_config, app_pool=pool is not None)
         self._dsn = normalize_dsn(dsn) if dsn is not None else None
         self._user_pool = pool
         self._user_pool_ready = False
@@ -362,14 +352,8 @@ class PostgresStore:
         self, pool_config: dict[str, Any] | None, params: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Split ``pool_config`` into pool arguments and connection arguments."""
+        # keys and values were checked by check_pool_config in __init__
         cfg = {**DEFAULT_POOL_CONFIG, **(pool_config or {})}
-        unknown = set(cfg) - _POOL_KEYS - {"kwargs", "prepare_threshold"}
-        if unknown:
-            raise ConfigError(
-                f"unknown pool_config key(s) {sorted(unknown)}; known: "
-                f"{sorted(_POOL_KEYS | {'kwargs', 'prepare_threshold'})}",
-                context={"key": "pool_config"},
-            )
         threshold = cfg.pop("prepare_threshold")
         conn_kwargs: dict[str, Any] = {
             "autocommit": True,
