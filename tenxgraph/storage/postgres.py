@@ -54,7 +54,7 @@ import re
 import time
 import weakref
 from collections.abc import Generator
-from typing import Any
+from typing import Any, LiteralString, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -135,7 +135,7 @@ _CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03"})
 _SQLALCHEMY_DRIVER = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+(?=://)", re.IGNORECASE)
 
 _Rows = list[tuple[Any, ...]]
-_Op = tuple[str, dict[str, Any]]
+_Op = tuple[LiteralString, dict[str, Any]]
 
 
 def normalize_dsn(dsn: str) -> str:
@@ -321,9 +321,9 @@ class PostgresStore:
 
         # SQL rendered once for this schema and prefix (hot path sends plain text).
         q = _sql.render_all(schema, table_prefix)
-        self._q = q
-        self._q_cas = q["CHECKPOINT_CAS"]
-        self._q_create = q["CHECKPOINT_CREATE"]
+        self._q: dict[str, LiteralString] = q
+        self._q_cas: LiteralString = q["CHECKPOINT_CAS"]
+        self._q_create: LiteralString = q["CHECKPOINT_CREATE"]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -462,7 +462,7 @@ class PostgresStore:
     # -- execution and error translation ---------------------------------------------------------
     async def _fetch(
         self,
-        query: str,
+        query: LiteralString,
         params: dict[str, Any],
         *,
         retry_dead: bool = True,
@@ -553,7 +553,8 @@ class PostgresStore:
         self.unprepared = True
         self._conn_kwargs["prepare_threshold"] = None
         for entry in list(self._pools.values()):
-            entry.pool.kwargs["prepare_threshold"] = None
+            # the store builds its own pools with a dict of connection arguments
+            cast("dict[str, Any]", entry.pool.kwargs)["prepare_threshold"] = None
 
     async def _refused_for_good(self) -> StorageConnectionError | None:
         """After a pool timeout, try one connection (error path only): when the server now
