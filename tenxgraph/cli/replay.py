@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ def build_replay_graph(
         The compiled graph (``graph.replay_model`` is its model).
     """
     from tenxgraph.core.graph import Agent, StateGraph, ToolNode
+    from tenxgraph.core.state import AgentState
     from tenxgraph.models.replay import ReplayModel, ReplayTools
     from tenxgraph.utils import END
 
@@ -80,7 +81,7 @@ def build_replay_graph(
     def after_tools(state: Any) -> str:
         return "MAIN" if model.has_answer(state.context) else END
 
-    graph = StateGraph()
+    graph: StateGraph[AgentState] = StateGraph()
     graph.add_node("MAIN", Agent(model=model, tool_node="TOOL"))
     functions = tools.functions
     if tool_wrapper is not None:
@@ -148,7 +149,7 @@ async def drive_turn(app: Any, traj: Any, turn: Any, thread_id: str, stats: Turn
             context = list(state.context) if state is not None else []
             pos = traj.position(context)
             status = state.execution_meta.status if state is not None else None
-            if status in UNFINISHED:
+            if state is not None and status in UNFINISHED:  # a status implies a state
                 stats.resumes += 1
                 if status == ExecutionStatus.RUNNING:
                     stats.replayed_nodes += 1
@@ -245,7 +246,7 @@ def _metric_snapshot(reader: Any) -> dict[str, float]:
 def _cache_stats(cp: Any) -> dict[str, float]:
     """Cache counters of a checkpointer's layered store, flattened (``lru.hits`` ...)."""
     out: dict[str, float] = {}
-    fn = getattr(cp.store, "stats", None)
+    fn: Callable[[], dict[str, Any]] | None = getattr(cp.store, "stats", None)
     if not callable(fn):
         return out
     for k, v in fn().items():

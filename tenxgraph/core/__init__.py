@@ -8,7 +8,10 @@ eager import here would be circular).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # type checkers see the classes; at run time they load on first use
+    from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 
 __all__ = ["Agent", "CompiledGraph", "StateGraph", "ToolNode"]
 

@@ -38,7 +38,7 @@ class RunContext:
         graph: the compiled graph being run (its ``context_manager``, ``callback_manager``).
     """
 
-    checkpointer: BaseCheckpointer
+    checkpointer: BaseCheckpointer[Any]
     config: dict[str, Any]
     key: ThreadKey
     node: str = ""

@@ -15,8 +15,9 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar, cast
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -29,7 +30,7 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _portal: BlockingPortal | None = None
-_portal_cm: Any = None
+_portal_cm: AbstractContextManager[BlockingPortal] | None = None
 
 
 def _in_event_loop() -> bool:
@@ -92,9 +93,10 @@ def _get_portal() -> BlockingPortal:
     with _lock:
         if _portal is None:
             _portal_cm = start_blocking_portal(backend="asyncio")
-            _portal = _portal_cm.__enter__()
-            _portal.call(_mark_portal_thread)
+            portal = _portal = _portal_cm.__enter__()
+            portal.call(_mark_portal_thread)
             atexit.register(_shutdown)
+            return portal
         return _portal
 
 
@@ -131,11 +133,11 @@ def run_sync(
     ok, value = portal.call(_guarded, func, args, kwargs)
     if not ok:
         raise value
-    return value
+    return cast(T, value)  # ok: value is what ``await func(...)`` returned
 
 
 async def _guarded(
-    func: Callable[..., Coroutine[Any, Any, T]], args: tuple[Any, ...], kwargs: dict[str, Any]
+    func: Callable[..., Awaitable[T]], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[bool, Any]:
     """Run ``func`` on the portal loop, handing any exception back to the calling thread as a
     value: a ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``...) escaping into the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -219,7 +219,7 @@ def normalize_return(ret: Any, state: AgentState, node: str) -> tuple[dict[str, 
         return upd, goto
     if isinstance(ret, dict):
         fields = type(state).model_fields
-        upd: dict[str, Any] = {}
+        upd = {}
         if "state" in ret and "state" not in fields:
             upd.update(state_patch(ret["state"], type(state), f"node {node!r} returned"))
         for k, v in ret.items():
@@ -394,7 +394,7 @@ class _Run:
 
     def __init__(
         self,
-        graph: CompiledGraph,
+        graph: CompiledGraph[Any],
         rc: RunConfig,
         granularity: ResponseGranularity = ResponseGranularity.LOW,
     ) -> None:
@@ -493,7 +493,11 @@ def _result(
 
 
 async def _route(
-    graph: CompiledGraph, node: str, state: AgentState, config: dict[str, Any], goto: str | None
+    graph: CompiledGraph[Any],
+    node: str,
+    state: AgentState,
+    config: dict[str, Any],
+    goto: str | None,
 ) -> str:
     if goto:
         if goto != END and goto not in graph.node_objects:
@@ -529,12 +533,12 @@ async def _route(
 
 
 async def run_graph(
-    graph: CompiledGraph,
+    graph: CompiledGraph[Any],
     input_data: Any,
     config: dict[str, Any] | None,
     granularity: ResponseGranularity = ResponseGranularity.LOW,
     stream: bool = True,
-) -> AsyncIterator[StreamChunk | RunResult | None]:
+) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
     """Execute one invocation; yields stream chunks (``None`` in their place when ``stream`` is
     false) and last a ``RunResult``.
 
@@ -618,7 +622,7 @@ async def _run_body(
     resume_value: Any,
     has_resume: bool,
     granularity: ResponseGranularity,
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
     graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
     with use_span(run_span):
         run.prev = await run.cp.aload(rc.raw, state_cls)
@@ -819,7 +823,7 @@ def _node_span(run: _Run, node: str, state: AgentState, is_replay: bool) -> Any:
 
 async def _execute_node(
     run: _Run, node: str, state: AgentState, is_replay: bool, out: _NodeOutcome
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk | None, None]:
     """Run one node, filling ``out``; yields the message chunks of a generator node as it
     yields them.
 
@@ -887,6 +891,7 @@ async def _execute_node(
                 finally:
                     await step(agen.aclose)
             appended = _take_in_place_appends(ctx0, n0)
+            new_msgs: list[Message]
             new_state, new_msgs = state, []
             if appended:
                 new_state, new_msgs = apply_update(state, {"context": appended, "__append__": True})
@@ -945,6 +950,7 @@ def _earlier_turn(
     input messages, the answer)``, the answer being the messages that follow the last of them
     up to the next ``user`` message; else ``None``. ``O(k)`` lookups for ``k`` input messages
     on a ``MessageList``, plus the length of the answer."""
+    i: int | None
     if isinstance(context, MessageList):
         pos = context.lineage.pos
     else:
@@ -970,7 +976,7 @@ def _earlier_turn(
 
 async def _already_processed(
     run: _Run, input_msgs: list[Message], granularity: ResponseGranularity, streamed: bool = False
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
     """Answer a retried turn with the earlier run's result, flagged ``already_processed``."""
     assert run.state is not None
     turn = _earlier_turn(run.state.context, input_msgs)
@@ -995,7 +1001,7 @@ async def _already_processed(
 
 async def _steps(
     run: _Run, start: str, *, replay: bool, skip_interrupt_before: bool
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk | None, None]:
     """Run nodes from ``start`` until END, a pause, a stop or an error."""
     graph = run.graph
     rc = run.rc
@@ -1111,6 +1117,7 @@ async def _steps(
             return
         node = nxt
     if run.dirty:
+        assert run.state is not None  # a dirty run holds the state it changed
         await run.commit(run.state)
 
 

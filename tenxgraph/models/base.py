@@ -163,7 +163,8 @@ def assistant_message(
         if isinstance(call, ToolCallBlock):
             cid, name, args_in = call.id, call.name, call.args
         else:
-            fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+            inner = call.get("function")
+            fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else call
             cid = str(call.get("id") or "")
             name = str(fn.get("name") or "")
             args_in = fn.get("arguments", fn.get("args"))

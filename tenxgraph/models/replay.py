@@ -650,6 +650,7 @@ class ReplayTools:
         return result.text()
 
     def _append(self, pos: int, tool_call_id: str, name: str, ledger_had_it: bool | None) -> None:
+        assert self.effects_path is not None  # the only caller checks it
         from tenxgraph.core._context import current_run
 
         run = current_run()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.reducers import MessageList
 
 from .base import Range, expand_ranges
@@ -35,7 +36,7 @@ class DurableView:
         next_seq: next unused seq of the thread.
     """
 
-    messages: list
+    messages: list[Message]
     length: int
     ranges: tuple[Range, ...]
     next_seq: int
@@ -71,7 +72,7 @@ def _extend(ranges: tuple[Range, ...], start: int, end: int) -> tuple[Range, ...
     return ranges + ((start, end),)
 
 
-def _is_append_of(new: list, durable: DurableView) -> bool:
+def _is_append_of(new: list[Message], durable: DurableView) -> bool:
     n = durable.length
     if n == 0:
         return True
@@ -86,7 +87,7 @@ def _is_append_of(new: list, durable: DurableView) -> bool:
     return False
 
 
-def diff_messages(durable: DurableView, new: list) -> MessageDiff:
+def diff_messages(durable: DurableView, new: list[Message]) -> MessageDiff:
     """Compute the rows and ranges a checkpoint writes for message list ``new``.
 
     Args:
@@ -99,12 +100,12 @@ def diff_messages(durable: DurableView, new: list) -> MessageDiff:
     if _is_append_of(new, durable):
         start = durable.next_seq
         tail = new[durable.length :]
-        rows = [(start + i, m) for i, m in enumerate(tail)]
+        appended: list[tuple[int, object]] = [(start + i, m) for i, m in enumerate(tail)]
         end = start + len(tail)
-        return MessageDiff(rows, _extend(durable.ranges, start, end), end, True)
+        return MessageDiff(appended, _extend(durable.ranges, start, end), end, True)
 
     # General path: reuse the seq of every unchanged durable message.
-    by_id: dict = {}
+    by_id: dict[str | int, tuple[int, Message]] = {}
     for seq, msg in zip(expand_ranges(durable.ranges), durable.messages, strict=False):
         by_id[msg.message_id] = (seq, msg)
     next_seq = durable.next_seq

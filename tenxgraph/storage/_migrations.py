@@ -42,6 +42,7 @@ starts with ``thread_id`` so the tables can be distributed on it):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import LiteralString
 
 from psycopg import sql
 
@@ -71,7 +72,7 @@ class Migration:
     """
 
     summary: str
-    statements: tuple[str, ...]
+    statements: tuple[LiteralString, ...]
     creates: tuple[str, ...] = ()
 
 
@@ -169,7 +170,7 @@ CURRENT_VERSION: int = len(MIGRATIONS)
 
 #: Storage clause of each thread-keyed table in the plain layout; in the partitioned layout the
 #: parent cannot take storage parameters, so each partition gets it instead.
-PLAIN_STORAGE: dict[str, str] = {
+PLAIN_STORAGE: dict[str, LiteralString] = {
     "threads": "WITH (fillfactor = 80)",
     "checkpoints": "",
     "messages": "",
@@ -183,7 +184,7 @@ MAX_PARTITIONS = 1024
 
 def render_step(
     step: Migration, schema: str, prefix: str, partitions: int | None = None
-) -> tuple[str, ...]:
+) -> tuple[LiteralString, ...]:
     """The final DDL of one step, for the plain or the hash-partitioned layout.
 
     Plain layout (``partitions=None``): each ``{<table>_layout}`` placeholder becomes the
@@ -209,7 +210,9 @@ def render_step(
     for table, storage in PLAIN_STORAGE.items():
         clause = storage if partitions is None else _sql.PARTITION_BY_THREAD
         layout[f"{table}_layout"] = sql.SQL(clause)
-    out = [_sql.render(t, {**idents, **layout}).rstrip() for t in step.statements]
+    out: list[LiteralString] = [
+        _sql.render(t, {**idents, **layout}).rstrip() for t in step.statements
+    ]
     if partitions is not None:
         for table in step.creates:
             for remainder in range(partitions):

@@ -28,6 +28,7 @@ them (advisory lock, version bookkeeping) are here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import LiteralString
 
 from psycopg import sql
 
@@ -86,7 +87,7 @@ class Statement:
     name: str
     summary: str
     operation: str
-    template: str
+    template: LiteralString
 
 
 # -- checkpoint writes (the hot path) -----------------------------------------------------------
@@ -602,12 +603,15 @@ def qualified_name(schema: str, prefix: str, table: str) -> str:
     return sql.Identifier(schema, prefix + _TABLES[table]).as_string(None)
 
 
-def render(template: str, idents: dict[str, sql.Composable]) -> str:
+def render(template: LiteralString, idents: dict[str, sql.Composable]) -> LiteralString:
     """Compose ``template`` with ``idents`` into final SQL text (value placeholders kept)."""
-    return sql.SQL(template.strip()).format(**idents).as_string(None)
+    text = sql.SQL(template.strip()).format(**idents).as_string(None)
+    # literal template text plus identifiers and literals quoted by psycopg.sql: no
+    # caller-supplied text is spliced in, which is what LiteralString stands for
+    return text  # pyright: ignore[reportReturnType]
 
 
-def render_all(schema: str, prefix: str) -> dict[str, str]:
+def render_all(schema: str, prefix: str) -> dict[str, LiteralString]:
     """Every statement of :data:`ALL_STATEMENTS` rendered for ``schema`` and ``prefix``.
 
     Rendering happens once per store, so the hot path sends plain text that psycopg can keep

@@ -319,17 +319,21 @@ class StoreTier(Protocol):
 
     async def asetup(self) -> None:
         """Create or migrate the schema; idempotent, safe from several processes at once."""
+        ...
 
     async def aclose(self) -> None:
         """Release connections and pools; idempotent."""
+        ...
 
     async def read(
         self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True
     ) -> StoredCheckpoint | None:
         """The latest (or the given kept) version, or ``None`` when missing or not owned."""
+        ...
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number (cheap), or ``None`` when missing or not owned."""
+        ...
 
     async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
         """Compare-and-swap ``w`` in one round trip / one transaction.
@@ -338,44 +342,54 @@ class StoreTier(Protocol):
         the stored version is not ``w.expected_version`` (nothing of ``w`` is visible), or the
         forbidden ``StorageError`` when another user owns the thread.
         """
+        ...
 
     async def history(
         self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
     ) -> list[StoredCheckpoint]:
         """Kept versions, newest first, with messages, below ``before`` when given; a constant
         number of queries whatever the count."""
+        ...
 
     async def delete_thread(self, key: ThreadKey) -> bool:
         """Delete every version, message, ledger row and flag of the thread; ``True`` if it
         existed. Forbidden for a non-owner."""
+        ...
 
     async def list_threads(
         self, user_id: str, *, limit: int | None = None, offset: int = 0
     ) -> list[ThreadInfo]:
         """Threads owned by ``user_id`` (``"*"``: all), most recently updated first."""
+        ...
 
     async def set_thread_metadata(self, key: ThreadKey, metadata: dict[str, Any]) -> None:
         """Replace the application metadata of an existing thread (owner only)."""
+        ...
 
     async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
         """The recorded execution for ``call_key``, or ``None``."""
+        ...
 
     async def ledger_put(self, key: ThreadKey, entry: LedgerEntry) -> LedgerEntry:
         """Record ``entry`` durably; if ``call_key`` is already recorded (a racing replay),
         keep the first and return it. Failures raise ``LedgerWriteError``."""
+        ...
 
     async def ledger_count(self, key: ThreadKey) -> int:
         """Number of ledger rows of the thread (for verification and tests)."""
+        ...
 
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
         """Record (``requested``) or withdraw the caller's durable stop request for a thread,
         made at ``at`` (UNIX seconds, default now); the newest request time is kept. Works
         before the thread's first checkpoint; any instance may call. Raises forbidden when
         another user owns the thread."""
+        ...
 
     async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
         """Whether the caller has a stop request for the thread, made at or after ``since``
         (UNIX seconds) when given; ``False`` when another user owns the thread."""
+        ...
 
 
 @runtime_checkable

@@ -191,7 +191,8 @@ class RedisKV:
         from redis.exceptions import RedisError
 
         try:
-            return await self._client.get(self._ns(namespace) + key)
+            value: bytes | None = await self._client.get(self._ns(namespace) + key)
+            return value
         except (RedisError, OSError) as exc:
             log.warning(
                 "Redis GET of a cache value failed (%s): treated as a miss", type(exc).__name__

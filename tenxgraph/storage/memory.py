@@ -259,9 +259,8 @@ class MemoryStore:
                 ``STORAGE_000`` when a new row reuses a stored seq (a caller bug).
         """
         await checkpoint()
-        attrs = None
-        if enabled():
-            attrs = self._attrs(w.thread_id)
+        attrs = self._attrs(w.thread_id)  # None when tracing is off
+        if attrs is not None:
             attrs[ATTR.VERSION] = w.expected_version + 1
             attrs[ATTR.MESSAGES_WRITTEN] = len(w.new_messages)
             attrs[ATTR.BYTES] = len(w.values) + sum(len(d) for _, d in w.new_messages)

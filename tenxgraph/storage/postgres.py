@@ -54,7 +54,7 @@ import re
 import time
 import weakref
 from collections.abc import Generator
-from typing import Any
+from typing import Any, LiteralString, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -81,6 +81,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
+from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import (
     CheckpointWrite,
@@ -125,26 +126,6 @@ DEFAULT_POOL_CONFIG: dict[str, Any] = {
     "prepare_threshold": 5,
 }
 
-#: ``pool_config`` keys passed to ``psycopg_pool.AsyncConnectionPool`` (plus ``kwargs``, merged
-#: into the connection arguments, and ``prepare_threshold``).
-_POOL_KEYS = frozenset(
-    {
-        "min_size",
-        "max_size",
-        "timeout",
-        "max_waiting",
-        "max_lifetime",
-        "max_idle",
-        "reconnect_timeout",
-        "num_workers",
-        "name",
-        "connection_class",
-        "configure",
-        "reset",
-        "check",
-    }
-)
-
 #: SQLSTATE classes that mean "try again": connection exception, transaction rollback
 #: (serialization failure, deadlock), insufficient resources, operator intervention.
 _TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57"})
@@ -154,7 +135,7 @@ _CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03"})
 _SQLALCHEMY_DRIVER = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+(?=://)", re.IGNORECASE)
 
 _Rows = list[tuple[Any, ...]]
-_Op = tuple[str, dict[str, Any]]
+_Op = tuple[LiteralString, dict[str, Any]]
 
 
 def normalize_dsn(dsn: str) -> str:
@@ -194,7 +175,8 @@ class PostgresStore:
             is opened if needed, never closed by the store; autocommit connections are
             recommended (otherwise each statement runs in its own explicit transaction, which
             costs a round trip for the ``COMMIT``).
-        pool_config: settings for the pool the store creates (ignored with ``pool``):
+        pool_config: settings for the pool the store creates (with ``pool``, only ``timeout``:
+            how long the first connection is retried; any other key is refused):
             ``min_size`` (default 1), ``max_size`` (default 10), ``timeout`` (seconds to wait
             for a connection, default 30), ``max_waiting``, ``max_lifetime``, ``max_idle``,
             ``reconnect_timeout``, ``num_workers``, ``name``, ``connection_class``,
@@ -230,7 +212,9 @@ class PostgresStore:
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``dsn`` and ``pool`` are given, the
-            DSN cannot be parsed, ``pool_config`` holds an unknown key, ``pooler`` is not one
+            DSN cannot be parsed, ``pool`` is not an ``AsyncConnectionPool``, ``pool_config``
+            holds an unknown key or a value of the wrong type or range (see
+            :func:`~tenxgraph.storage._pool_config.check_pool_config`), ``pooler`` is not one
             of :data:`POOLERS` (or is ``"pgbouncer"`` with a non-``None``
             ``prepare_threshold``), or ``partitions`` is not an int from 1 to 1024.
 
@@ -277,6 +261,12 @@ class PostgresStore:
             )
         if not schema:
             raise ConfigError("schema must be a non-empty name", context={"key": "schema"})
+        if pool is not None and not isinstance(pool, AsyncConnectionPool):
+            raise ConfigError(
+                f"pool must be a psycopg_pool.AsyncConnectionPool, got {type(pool).__name__}",
+                context={"key": "pool"},
+            )
+        pool_config = check_pool_config(pool_config, app_pool=pool is not None)
         self._dsn = normalize_dsn(dsn) if dsn is not None else None
         self._user_pool = pool
         self._user_pool_ready = False
@@ -331,9 +321,9 @@ class PostgresStore:
 
         # SQL rendered once for this schema and prefix (hot path sends plain text).
         q = _sql.render_all(schema, table_prefix)
-        self._q = q
-        self._q_cas = q["CHECKPOINT_CAS"]
-        self._q_create = q["CHECKPOINT_CREATE"]
+        self._q: dict[str, LiteralString] = q
+        self._q_cas: LiteralString = q["CHECKPOINT_CAS"]
+        self._q_create: LiteralString = q["CHECKPOINT_CREATE"]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -362,14 +352,8 @@ class PostgresStore:
         self, pool_config: dict[str, Any] | None, params: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Split ``pool_config`` into pool arguments and connection arguments."""
+        # keys and values were checked by check_pool_config in __init__
         cfg = {**DEFAULT_POOL_CONFIG, **(pool_config or {})}
-        unknown = set(cfg) - _POOL_KEYS - {"kwargs", "prepare_threshold"}
-        if unknown:
-            raise ConfigError(
-                f"unknown pool_config key(s) {sorted(unknown)}; known: "
-                f"{sorted(_POOL_KEYS | {'kwargs', 'prepare_threshold'})}",
-                context={"key": "pool_config"},
-            )
         threshold = cfg.pop("prepare_threshold")
         conn_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -478,7 +462,7 @@ class PostgresStore:
     # -- execution and error translation ---------------------------------------------------------
     async def _fetch(
         self,
-        query: str,
+        query: LiteralString,
         params: dict[str, Any],
         *,
         retry_dead: bool = True,
@@ -569,7 +553,8 @@ class PostgresStore:
         self.unprepared = True
         self._conn_kwargs["prepare_threshold"] = None
         for entry in list(self._pools.values()):
-            entry.pool.kwargs["prepare_threshold"] = None
+            # the store builds its own pools with a dict of connection arguments
+            cast("dict[str, Any]", entry.pool.kwargs)["prepare_threshold"] = None
 
     async def _refused_for_good(self) -> StorageConnectionError | None:
         """After a pool timeout, try one connection (error path only): when the server now

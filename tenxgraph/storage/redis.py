@@ -560,7 +560,9 @@ class RedisCache:
             )
         self._owns_client = client is None
         self._url = url
-        self._factory: Any = RedisCluster if cluster else aioredis.Redis
+        self._factory: type[aioredis.Redis] | type[RedisCluster] = (
+            RedisCluster if cluster else aioredis.Redis
+        )
         self._client_kwargs: dict[str, Any] = {
             "socket_timeout": timeout_s,
             "socket_connect_timeout": timeout_s,
@@ -639,6 +641,7 @@ class RedisCache:
                 client = self._given  # the client built in __init__ serves the first loop
                 self._given_used = True
             else:
+                assert self._url is not None  # the tier owns its clients only when given a url
                 client = self._factory.from_url(self._url, **self._client_kwargs)
             entry = _LoopClient(client, _Scripts(client))
             entry.guard = start_guard(
@@ -1049,7 +1052,7 @@ class RedisCache:
     # ------------------------------------------------------------------ state
 
     @property
-    def client(self) -> aioredis.Redis:
+    def client(self) -> aioredis.Redis | RedisCluster:
         """The ``redis.asyncio.Redis`` client this tier uses (shared with the generic cache of
         ``PgCheckpointer.aput_cache_value``)."""
         return self._client
@@ -1282,7 +1285,7 @@ class _Scripts:
 
     __slots__ = ("get", "invalidate", "mark", "put", "stamp")
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis | RedisCluster) -> None:
         self.get = client.register_script(_GET_LUA)
         self.put = client.register_script(_PUT_LUA)
         self.stamp = client.register_script(_SET_STAMP_LUA)
@@ -1295,13 +1298,13 @@ class _LoopClient:
 
     __slots__ = ("client", "guard", "scripts")
 
-    def __init__(self, client: aioredis.Redis, scripts: _Scripts) -> None:
+    def __init__(self, client: aioredis.Redis | RedisCluster, scripts: _Scripts) -> None:
         self.client = client
         self.scripts = scripts
         self.guard: asyncio.Task[None] | None = None
 
 
-async def _close_on_loop_shutdown(client: aioredis.Redis) -> None:
+async def _close_on_loop_shutdown(client: aioredis.Redis | RedisCluster) -> None:
     """Wait forever; when cancelled (the loop is shutting down, e.g. at the end of
     ``asyncio.run``, or the tier is closed), close ``client`` on its own loop, so no
     connection outlives the loop that opened it ("Event loop is closed")."""

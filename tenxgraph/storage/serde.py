@@ -28,7 +28,7 @@ import math
 import threading
 import uuid
 import zoneinfo
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -253,7 +253,8 @@ def loads(data: bytes | str | memoryview) -> Any:
     if isinstance(data, memoryview):
         data = bytes(data)
     obj = orjson.loads(data)
-    if (_TAG_B if isinstance(data, bytes) else _TAG.join('""')) in data:
+    tagged = _TAG_B in data if isinstance(data, bytes) else _TAG.join('""') in data
+    if tagged:
         return _dec(obj)
     return obj
 
@@ -513,7 +514,7 @@ def _read_error(
     data: Any = None,
 ) -> SerializationError:
     """The ``SerializationError`` for a stored ``what`` that failed to decode."""
-    errors = getattr(exc, "errors", None)
+    errors: Callable[[], Sequence[Any]] | None = getattr(exc, "errors", None)
     if callable(errors):  # pydantic ValidationError: point at the first failing value
         try:
             first = errors()[0]

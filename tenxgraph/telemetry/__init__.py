@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -295,7 +296,7 @@ class _CurrentSpan:
 
     __slots__ = ("_cm", "_span")
 
-    def __init__(self, cm: Any) -> None:
+    def __init__(self, cm: AbstractContextManager[Span]) -> None:
         self._cm = cm
         self._span: Span = INVALID_SPAN
 

@@ -114,26 +114,31 @@ def tool(
             # Objects that refuse attributes (bound methods, builtins): tag a thin forwarding
             # function instead; ``__wrapped__`` keeps the signature and hints visible.
             target = f
+            wrapper: Callable[..., Any]
             if inspect.iscoroutinefunction(target):
 
-                async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                async def forward_async(*args: Any, **kwargs: Any) -> Any:
                     return await target(*args, **kwargs)
 
+                wrapper = forward_async
             else:
 
-                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                def forward(*args: Any, **kwargs: Any) -> Any:
                     return target(*args, **kwargs)
+
+                wrapper = forward
 
             try:
                 functools.update_wrapper(wrapper, target)
             except (AttributeError, TypeError):  # pragma: no cover - exotic callables
-                wrapper.__wrapped__ = target  # type: ignore[attr-defined]
+                # functions take any attribute; their type does not declare __wrapped__
+                wrapper.__wrapped__ = target  # type: ignore[union-attr]
             setattr(wrapper, _ATTR, m)
             return wrapper  # type: ignore[return-value]
         return f
 
     if func is not None:
-        return decorate(func)  # type: ignore[arg-type]
+        return decorate(func)
     return decorate
 
 

@@ -78,7 +78,7 @@ class AsyncIDGenerator(BaseIDGenerator):
     ``generate`` is an ``async def``."""
 
     @abstractmethod
-    async def generate(self) -> str | int:  # type: ignore[override]
+    async def generate(self) -> str | int:
         """A new id, awaited by the graph.
 
         Returns:

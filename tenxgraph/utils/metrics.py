@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import metrics as otel_metrics
 
@@ -67,7 +67,7 @@ class Counter:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.value = 0
+        self.value: float = 0
         self._instrument: Any = None
 
     def _bind(self, meter: Any) -> None:
@@ -181,7 +181,10 @@ def _timer_metric(name: str) -> TimerMetric:
     return _get_or_create(_timers, TimerMetric, name)
 
 
-def _get_or_create(registry: dict[str, Any], cls: Any, name: str) -> Any:
+_M = TypeVar("_M", "Counter", "TimerMetric")
+
+
+def _get_or_create(registry: dict[str, _M], cls: type[_M], name: str) -> _M:
     """The process-wide metric ``name`` of ``registry``, made (and bound to the current meter)
     on first use."""
     _check_name(name)

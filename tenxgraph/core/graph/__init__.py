@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .compiled_graph import CompiledGraph
 from .state_graph import StateGraph
 from .stream import StreamChunk, StreamEvent
+
+if TYPE_CHECKING:  # type checkers see the classes; at run time they load on first use
+    from .agent import Agent
+    from .tool_node import ToolNode
 
 __all__ = ["Agent", "CompiledGraph", "StateGraph", "StreamChunk", "StreamEvent", "ToolNode"]
 

@@ -303,7 +303,7 @@ def type_schema(hint: Any, defs: dict[str, Any] | None = None) -> dict[str, Any]
     origin = typing.get_origin(hint)
     if origin is Annotated:
         base, *meta = typing.get_args(hint)
-        out = type_schema(base, defs)
+        out: dict[str, Any] = type_schema(base, defs)
         for m in meta:
             if isinstance(m, str):
                 out["description"] = m
@@ -605,9 +605,7 @@ def build_tool_spec(func: Callable[..., Any]) -> ToolSpec:
             protected_namespaces=(),
         )
         try:
-            arg_model = create_model(  # type: ignore[call-overload]
-                f"{name}_arguments", __config__=config, **fields
-            )
+            arg_model = create_model(f"{name}_arguments", __config__=config, **fields)
         except Exception:  # noqa: BLE001 - a hint pydantic cannot validate: pass args unchecked
             arg_model = None
     return ToolSpec(

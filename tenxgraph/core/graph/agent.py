@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, Protocol, cast
 
 import orjson
 import pydantic
@@ -50,6 +50,16 @@ from .agent_internal.constants import RetryConfig
 from .tool_node import ToolNode
 
 __all__ = ["Agent", "fill_placeholders"]
+
+
+class _StreamingModel(ChatModel, Protocol):
+    """A chat model that can also stream (``OpenAICompatModel.astream``): delta fragments,
+    then the whole answer."""
+
+    def astream(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
+    ) -> AsyncIterator[Message]: ...
+
 
 _DEFAULT = object()
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -397,7 +407,7 @@ class Agent:
                 **params,
             )
         if callable(getattr(model, "agenerate", None)):
-            return model
+            return cast(ChatModel, model)  # it has agenerate, the one method ChatModel asks for
         raise TypeError(
             "Agent(model=...) takes a model name such as 'gpt-4o' or an object with "
             f"'async def agenerate(messages, tools, **kwargs)', got {type(model).__name__}"
@@ -518,7 +528,7 @@ class Agent:
         tools: list[dict[str, Any]] | None,
         stream: bool,
         extra: dict[str, Any],
-    ) -> AsyncIterator[Message]:
+    ) -> AsyncGenerator[Message, None]:
         """Ask the model (then each fallback); yield its delta fragments, then the answer."""
         models = [self.model, *self.fallbacks]
         last: ModelError | None = None
@@ -531,7 +541,8 @@ class Agent:
             try:
                 if stream and callable(getattr(model, "astream", None)):
                     final: Message | None = None
-                    async for msg in model.astream(messages, tools or None, **kwargs):
+                    streaming = cast(_StreamingModel, model)  # astream checked just above
+                    async for msg in streaming.astream(messages, tools or None, **kwargs):
                         if msg.delta:
                             yield msg
                         else:

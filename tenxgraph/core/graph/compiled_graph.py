@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import anyio
 
@@ -45,8 +45,8 @@ class CompiledGraph(Generic[StateT]):
 
     def __init__(
         self,
-        builder: StateGraph,
-        checkpointer: BaseCheckpointer,
+        builder: StateGraph[StateT],
+        checkpointer: BaseCheckpointer[Any],
         interrupt_before: list[str],
         interrupt_after: list[str],
         *,
@@ -86,7 +86,7 @@ class CompiledGraph(Generic[StateT]):
         state = self.builder.initial_state.model_copy(deep=True)
         return state.model_copy(update={"context": MessageList(state.context)})
 
-    def override_node(self, name: str, func: Any) -> CompiledGraph:
+    def override_node(self, name: str, func: Any) -> Self:
         """Replace a node of the compiled graph (e.g. with a test double).
 
         Raises:
@@ -103,7 +103,7 @@ class CompiledGraph(Generic[StateT]):
         config: dict[str, Any] | None,
         granularity: ResponseGranularity,
         stream: bool = True,
-    ) -> AsyncIterator[StreamChunk | _runner.RunResult | None]:
+    ) -> AsyncGenerator[StreamChunk | _runner.RunResult | None, None]:
         cfg = config if config is not None else {}
         await prepare_run_config(cfg, self.id_generator)
         key = self.checkpointer.key_for(cfg)
@@ -236,6 +236,7 @@ class CompiledGraph(Generic[StateT]):
                         run_id=config.get("run_id"),
                     )
                     continue
+                assert chunk is not None  # stream=True: the runner yields every chunk
                 yield chunk
         except Exception as exc:
             # Every failure is announced, a node's own exception too (its class name stands in
@@ -340,7 +341,7 @@ class CompiledGraph(Generic[StateT]):
         """Sync twin of ``aclose``."""
         return run_sync(self.aclose, sync_name="close", async_name="aclose")
 
-    async def __aenter__(self) -> CompiledGraph:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

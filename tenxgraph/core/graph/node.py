@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -21,7 +21,7 @@ def _declared(func: Callable[..., Any]) -> tuple[bool, bool, bool]:
     if not inspect.isfunction(func) and not inspect.ismethod(func) and callable(func):
         target = func.__call__  # type: ignore[operator]
     try:
-        params = inspect.signature(target).parameters
+        params: Mapping[str, inspect.Parameter] = inspect.signature(target).parameters
     except (TypeError, ValueError):
         return True, False, False
     injected = {name for _, name in _injections(func)}
@@ -221,7 +221,8 @@ class Node:
         """
         args, kwargs = self._args(state, config)
         if getattr(self.func, "_tenxgraph_node", False):
-            return self.func.node_stream(state=state, config=config)
+            # an Agent / ToolNode: it has the node_stream method the flag announces
+            return cast(Any, self.func).node_stream(state=state, config=config)
         gen = self.func(*args, **kwargs)
         if self.generator == "async":
             return gen

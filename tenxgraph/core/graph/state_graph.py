@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, check_arguments
 from tenxgraph.core.state import AgentState
@@ -143,7 +143,7 @@ class StateGraph(Generic[StateT]):
         self.entry_point: str | None = None
 
     # -- building --------------------------------------------------------------------------------
-    def add_node(self, name_or_func: str | Callable[..., Any], func: Any = None) -> StateGraph:
+    def add_node(self, name_or_func: str | Callable[..., Any], func: Any = None) -> Self:
         """Add a node: ``add_node(func)`` (named after the function), ``add_node("name", func)``
         or ``add_node("name", agent_or_tool_node)``. Returns the builder for chaining.
 
@@ -164,7 +164,7 @@ class StateGraph(Generic[StateT]):
                 or type(func).__name__
             )
         else:
-            name = name_or_func  # type: ignore[assignment]
+            name = name_or_func
         if not isinstance(name, str) or not name:
             raise GraphError("node names must be non-empty strings", error_code="GRAPH_001")
         if name in (START, END):
@@ -180,7 +180,7 @@ class StateGraph(Generic[StateT]):
         self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
-    def override_node(self, name: str, func: Any) -> StateGraph:
+    def override_node(self, name: str, func: Any) -> Self:
         """Replace an existing node's function (e.g. with a test double).
 
         Raises:
@@ -193,7 +193,7 @@ class StateGraph(Generic[StateT]):
         self.nodes[name] = Node.build(name, func, owner=self)
         return self
 
-    def add_edge(self, frm: str, to: str) -> StateGraph:
+    def add_edge(self, frm: str, to: str) -> Self:
         """A static edge ``frm -> to``; ``add_edge(START, node)`` sets the entry point.
 
         Raises:
@@ -217,7 +217,7 @@ class StateGraph(Generic[StateT]):
         frm: str,
         condition: Callable[..., Any],
         path_map: dict[Any, str] | None = None,
-    ) -> StateGraph:
+    ) -> Self:
         """Route from ``frm`` by ``condition(state)`` or ``condition(state, config)``.
 
         Args:
@@ -232,12 +232,12 @@ class StateGraph(Generic[StateT]):
         )
         return self
 
-    def set_entry_point(self, name: str) -> StateGraph:
+    def set_entry_point(self, name: str) -> Self:
         """Set the first node of every run (same as ``add_edge(START, name)``)."""
         self.entry_point = name
         return self
 
-    def set_finish_point(self, name: str) -> StateGraph:
+    def set_finish_point(self, name: str) -> Self:
         """Make ``name`` end the run (same as ``add_edge(name, END)``)."""
         return self.add_edge(name, END)
 
@@ -315,7 +315,7 @@ class StateGraph(Generic[StateT]):
 
     def compile(
         self,
-        checkpointer: BaseCheckpointer | None = None,
+        checkpointer: BaseCheckpointer[Any] | None = None,
         interrupt_before: list[str] | None = None,
         interrupt_after: list[str] | None = None,
         shutdown_timeout: float = 30.0,
@@ -323,7 +323,7 @@ class StateGraph(Generic[StateT]):
         id_generator: BaseIDGenerator | None = None,
         publisher: BasePublisher | None = None,
         **kwargs: Any,
-    ) -> CompiledGraph:
+    ) -> CompiledGraph[StateT]:
         """Validate and return a runnable graph.
 
         Args:
@@ -411,7 +411,9 @@ class StateGraph(Generic[StateT]):
             checkpointer = InMemoryCheckpointer()
         if id_generator is not None:
             self.id_generator = _check_id_generator(id_generator)
-        app = CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
+        app: CompiledGraph[StateT] = CompiledGraph(
+            self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout)
+        )
         app.callback_manager = callback_manager
         if publisher is not None:
             app.publisher = _check_publisher(publisher)

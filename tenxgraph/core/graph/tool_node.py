@@ -83,7 +83,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -105,6 +105,9 @@ from tenxgraph.storage.base import LedgerEntry
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, span
 
 from ._schema import ToolSpec, build_tool_spec, format_validation_error
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 __all__ = ["ToolNode", "call_key_for", "pending_tool_calls"]
 
@@ -503,7 +506,12 @@ class ToolNode:
         return None
 
     async def _ledger_write(
-        self, checkpointer: Any, config: dict[str, Any], key: str, call: ToolCallBlock, data: bytes
+        self,
+        checkpointer: BaseCheckpointer[Any],
+        config: dict[str, Any],
+        key: str,
+        call: ToolCallBlock,
+        data: bytes,
     ) -> LedgerEntry | None:
         entry = LedgerEntry(
             call_key=key,
@@ -541,6 +549,8 @@ class ToolNode:
                     "again, so reconcile this call (see context) before resuming",
                     context=context,
                 ) from exc
+        # a shield nobody cancels never swallows what its body raised or returned
+        raise AssertionError("unreachable")
 
     # -- one call ----------------------------------------------------------------------------------
     async def _execute(

@@ -66,7 +66,7 @@ def reducers_of(state_cls: type[BaseModel]) -> dict[str, Callable[[Any, Any], An
     for name in state_cls.model_fields:
         reducer: Callable[[Any, Any], Any] = replace_value
         hint = hints.get(name)
-        if typing.get_origin(hint) is Annotated:
+        if hint is not None and typing.get_origin(hint) is Annotated:
             for meta in reversed(hint.__metadata__):
                 if callable(meta) and not isinstance(meta, type):
                     reducer = meta

@@ -10,6 +10,7 @@ thread is; the lineage also lets the store write only the appended messages (dif
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 # Re-exported: 10xGraph's custom-state guide imports ``Message`` from this module.
@@ -32,12 +33,12 @@ class _Lineage:
 
     __slots__ = ("pos", "tip")
 
-    def __init__(self, pos: dict, tip: int) -> None:
+    def __init__(self, pos: dict[str | int, int], tip: int) -> None:
         self.pos = pos
         self.tip = tip
 
 
-class MessageList(list):
+class MessageList(list[Message]):
     """A ``list[Message]`` that knows its message ids through its append *lineage*.
 
     Lists that share a ``lineage`` are append-only extensions of one another (the shorter is a
@@ -48,10 +49,10 @@ class MessageList(list):
 
     __slots__ = ("lineage",)
 
-    def __init__(self, items: Any = (), lineage: _Lineage | None = None):
+    def __init__(self, items: Iterable[Message] = (), lineage: _Lineage | None = None) -> None:
         super().__init__(items)
         if lineage is None:
-            pos: dict = {}
+            pos: dict[str | int, int] = {}
             for i, m in enumerate(self):
                 pos.setdefault(m.message_id, i)
             lineage = _Lineage(pos, len(self))
@@ -63,7 +64,7 @@ class MessageList(list):
         return i is not None and i < len(self)
 
 
-def add_messages(left: list | None, right: Any) -> list:
+def add_messages(left: list[Message] | None, right: Any) -> list[Message]:
     """Append ``right`` to ``left``, skipping known ids and streaming deltas.
 
     Args:
@@ -90,8 +91,8 @@ def add_messages(left: list | None, right: Any) -> list:
     else:
         lineage = MessageList(left).lineage
     pos = lineage.pos
-    new: list = []
-    seen: set = set()
+    new: list[Message] = []
+    seen: set[str | int] = set()
     for m in right:
         if getattr(m, "delta", False):
             continue
@@ -111,7 +112,7 @@ def add_messages(left: list | None, right: Any) -> list:
     return out
 
 
-def replace_messages(left: list | None, right: Any) -> list:
+def replace_messages(left: list[Message] | None, right: Any) -> list[Message]:
     """Replace the whole message list with ``right`` (for trimming or summarizing).
 
     Returns a new :class:`MessageList` with a fresh lineage, so the store compares it with the
@@ -124,7 +125,7 @@ def replace_messages(left: list | None, right: Any) -> list:
     return MessageList(right)
 
 
-def append_items(left: list | None, right: Any) -> list:
+def append_items(left: list[Any] | None, right: Any) -> list[Any]:
     """Append items of ``right`` whose ``id`` (attribute or ``"id"`` key) is not in ``left``.
 
     Items without an id are always appended. Returns a new list.

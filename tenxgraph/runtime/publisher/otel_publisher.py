@@ -127,6 +127,7 @@ class OtelPublisher(BasePublisher):
             return None
         is_node = event.event is Event.NODE_EXECUTION
         key = (event.run_id, event.node_name if is_node else None)
+        span: Span | None
         if event.event_type is EventType.START:
             parent = self._open.get((event.run_id, None)) if is_node else None
             ctx = trace.set_span_in_context(parent) if parent is not None else None

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import ADMIN_SCOPE, BaseCheckpointer, Loaded, StateSnapshot
+
+if TYPE_CHECKING:  # type checkers see the classes; at run time they load on first use
+    from .memory import InMemoryCheckpointer
+    from .postgres import PgCheckpointer
+    from .sqlite import SqliteCheckpointer
 
 __all__ = [
     "ADMIN_SCOPE",

@@ -18,7 +18,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, get_args
+from typing import Any, Generic, Self, TypeVar, get_args
 
 import orjson
 
@@ -379,7 +379,7 @@ class BaseCheckpointer(Generic[StateT]):
         """Sync twin of ``arelease`` (call it outside an event loop)."""
         run_sync(self.arelease, sync_name="release", async_name="arelease")
 
-    async def __aenter__(self) -> BaseCheckpointer:
+    async def __aenter__(self) -> Self:
         await self._ensure_setup()
         return self
 

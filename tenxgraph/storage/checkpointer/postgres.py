@@ -61,10 +61,11 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             ``reconnect_timeout``, ``num_workers``, ``name``, ``connection_class``,
             ``configure``, ``reset``, ``check`` (as in ``psycopg_pool``),
             ``prepare_threshold`` (default 5; ``None`` disables server-side prepared
-            statements) and ``kwargs`` (extra connection arguments); an unknown key is
-            refused (``CONFIG_001``). With ``pg_pool`` the application's pool keeps its own
-            settings and only ``timeout`` is read from here (how long the first connection
-            is retried before its error is raised); size that pool yourself.
+            statements) and ``kwargs`` (extra connection arguments); an unknown key or a
+            value of the wrong type or range is refused (``CONFIG_001``) before anything
+            connects. With ``pg_pool`` the application's pool keeps its own settings and only
+            ``timeout`` is accepted here (how long the first connection is retried before its
+            error is raised); any other key is refused: size that pool yourself.
         redis_url: URL of the shared Redis cache (``redis://...``); without ``redis_url``,
             ``redis`` or ``redis_pool`` there is no Redis tier (LRU + Postgres).
         redis: an application's ``redis.asyncio.Redis`` client (bytes responses).
@@ -110,8 +111,10 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
-            given, both ``postgres_dsn`` and ``db_url``, an unknown ``user_id_type`` or
-            ``id_type``, a bad ``pooler`` or ``partitions``, or ``redis_cluster=True`` without
+            given, both ``postgres_dsn`` and ``db_url``, ``pg_pool`` is not an
+            ``AsyncConnectionPool``, a bad ``pool_config`` (see above), an unknown
+            ``user_id_type`` or ``id_type``, a bad ``pooler`` or ``partitions``, or
+            ``redis_cluster=True`` without
             ``redis_url`` (or with ``redis``/``redis_pool``).
     """
 

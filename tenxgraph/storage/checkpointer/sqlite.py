@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.layered import LayeredStore
@@ -36,7 +37,7 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         enforce_user_isolation: bool = True,
         *,
         lru_max_entries: int = 1024,
-        synchronous: str = "NORMAL",
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
     ) -> None:
         if db_path is None:
             db_path = os.path.join(os.path.expanduser("~"), ".tenxgraph", "checkpointer.db")
