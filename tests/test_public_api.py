@@ -478,6 +478,19 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.runtime.publisher.otel_publisher import ObservabilityLevel",
         "concepts/serving-agents",
     ),
+    # Graph lifecycle hooks (reference/python/lifecycle-callbacks).
+    (
+        "from tenxgraph.utils.callbacks import CallbackManager, GraphLifecycleHook",
+        "reference/python/realtime",
+    ),
+    (
+        "from tenxgraph.utils.callbacks import GraphLifecycleHook",
+        "reference/python/lifecycle-callbacks",
+    ),
+    (
+        "from tenxgraph.utils.callbacks import GraphLifecycleHook, GraphLifecycleContext",
+        "concepts/agents-tools-control, concepts/callbacks-and-command, reference/python/lifecycle-callbacks",
+    ),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -508,18 +521,6 @@ AGENT_SURFACE_IMPORTS: tuple[tuple[str, str], ...] = (
     (
         "from tenxgraph.core.state.stream_emitter import StreamEmitter",
         "how-to/python/emit-tool-progress, reference/python/stream-emitter",
-    ),
-    (
-        "from tenxgraph.utils.callbacks import CallbackManager, GraphLifecycleHook",
-        "reference/python/realtime",
-    ),
-    (
-        "from tenxgraph.utils.callbacks import GraphLifecycleHook",
-        "reference/python/lifecycle-callbacks",
-    ),
-    (
-        "from tenxgraph.utils.callbacks import GraphLifecycleHook, GraphLifecycleContext",
-        "concepts/agents-tools-control, concepts/callbacks-and-command, reference/python/lifecycle-callbacks",
     ),
 )
 

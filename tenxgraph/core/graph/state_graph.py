@@ -20,6 +20,7 @@ from .node import Node
 if TYPE_CHECKING:
     from tenxgraph.runtime.publisher import BasePublisher
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+    from tenxgraph.utils.lifecycle import GraphLifecycleHook
 
     from .compiled_graph import CompiledGraph
 
@@ -36,7 +37,6 @@ _STATEGRAPH_NOT_SUPPORTED = {
 _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
-    "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
 }
 
 #: Run settings some 10xGraph pages pass to ``compile()``; the graph reference makes them
@@ -322,6 +322,7 @@ class StateGraph(Generic[StateT]):
         callback_manager: Any = None,
         id_generator: BaseIDGenerator | None = None,
         publisher: BasePublisher | None = None,
+        lifecycle_hook: GraphLifecycleHook | None = None,
         **kwargs: Any,
     ) -> CompiledGraph:
         """Validate and return a runnable graph.
@@ -341,18 +342,25 @@ class StateGraph(Generic[StateT]):
                 this builder afterwards use it too).
             publisher: this compiled graph's publisher (default: the builder's, from
                 ``StateGraph(publisher=...)`` or ``setup_tracing``).
-            **kwargs: 10xGraph's documented arguments ``store``, ``media_store`` and
-                ``lifecycle_hook`` name features tenxgraph does not provide; ``None`` is
-                accepted, anything else is refused (``GRAPH_010``).
+            lifecycle_hook: a ``tenxgraph.utils.callbacks.GraphLifecycleHook`` called at the
+                run's structural points (``tenxgraph.utils.lifecycle``), before the hooks
+                registered on ``callback_manager`` (``register_lifecycle_hook``; those
+                registered by ``compile()`` time count).
+            **kwargs: 10xGraph's documented arguments ``store`` and ``media_store`` name
+                features tenxgraph does not provide; ``None`` is accepted, anything else is
+                refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
                 pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
         Raises:
-            GraphError: see :meth:`validate`.
+            GraphError: see :meth:`validate`; ``GRAPH_001`` when ``callback_manager`` or
+                ``lifecycle_hook`` has the wrong type.
             UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument or a
                 negative / non-numeric ``shutdown_timeout``, ``GRAPH_010`` for a documented
                 argument whose feature is not provided.
         """
+        from tenxgraph.core._lifecycle import build_hooks
+
         from .compiled_graph import CompiledGraph
 
         check_arguments(
@@ -366,6 +374,7 @@ class StateGraph(Generic[StateT]):
                 "callback_manager",
                 "id_generator",
                 "publisher",
+                "lifecycle_hook",
             ),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
@@ -413,6 +422,7 @@ class StateGraph(Generic[StateT]):
             self.id_generator = _check_id_generator(id_generator)
         app = CompiledGraph(self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout))
         app.callback_manager = callback_manager
+        app.lifecycle_hooks = build_hooks(lifecycle_hook, callback_manager)
         if publisher is not None:
             app.publisher = _check_publisher(publisher)
         return app
