@@ -594,6 +594,8 @@ class ToolNode:
             kwargs["state"] = state
         if "config" in spec.injected:
             kwargs["config"] = config
+        if spec.di:
+            kwargs.update(_services(spec))
         scope: anyio.CancelScope | None = None
         try:
             with anyio.fail_after(timeout_s) as scope:
@@ -815,6 +817,20 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
             meta={"tool_name": call.name},
         )
     ]
+
+
+def _services(spec: ToolSpec) -> dict[str, Any]:
+    """The ``Inject[T]`` arguments of a tool, from the running graph's InjectQ container
+    (InjectQ's current one outside a graph).
+
+    Raises:
+        GraphError: ``GRAPH_001`` when a non-optional service is not bound.
+    """
+    from ._inject import resolve
+
+    run = current_run()
+    builder = getattr(getattr(run, "graph", None), "builder", None)
+    return resolve(builder, spec.di, f"tool {spec.name!r}")
 
 
 def _tool_callbacks(call: ToolCallBlock) -> tuple[Any, Any, dict[str, Any]]:
