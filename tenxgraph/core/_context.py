@@ -62,12 +62,14 @@ class ToolCallContext:
         call_key: the ledger key (``tool_call_id`` qualified by the assistant message and a
             digest of the call).
         interrupt_seq: ``interrupt()`` calls made so far by this tool call (count).
+        timed_out: set when the call ran past its ``tool_timeout`` (for the tool metrics).
     """
 
     tool_call_id: str
     name: str
     call_key: str
     interrupt_seq: int = 0
+    timed_out: bool = False
 
 
 _RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(

@@ -51,6 +51,7 @@ from tenxgraph.utils.constants import END, START, ResponseGranularity
 from tenxgraph.utils.interrupts import GraphInterrupt
 
 from ._publish import publish_event
+from ._run_metrics import node_finished
 from .graph.node import call_with_params
 
 if TYPE_CHECKING:
@@ -856,6 +857,7 @@ async def _execute_node(
     n0 = len(ctx0)
     deadline = None if rc.node_timeout is None else time.monotonic() + rc.node_timeout
     meta = {"node": node, "step": state.execution_meta.step}
+    started = time.perf_counter()
     with use_span(run.span):  # the node span is a child of the run span
         node_span = _node_span(run, node, state, is_replay)
     await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=meta["step"])
@@ -930,6 +932,7 @@ async def _execute_node(
             await _publish(
                 run, Event.NODE_EXECUTION, EventType.END, node, step=meta["step"], next=out.nxt
             )
+            node_finished(node, started, None, out.stopped)
         except (GraphInterrupt, BaseExceptionGroup) as gi:
             payloads = _interrupt_payloads(gi)
             if payloads is None:
@@ -939,9 +942,11 @@ async def _execute_node(
             await _publish(
                 run, Event.NODE_EXECUTION, EventType.INTERRUPTED, node, step=meta["step"]
             )
+            node_finished(node, started, None, False)
     except BaseException as exc:
         record_error(node_span, exc)
         if isinstance(exc, Exception):
+            node_finished(node, started, exc, False)
             await _publish(
                 run,
                 Event.NODE_EXECUTION,

@@ -528,11 +528,15 @@ class Agent:
                 skipped.append(self._target(model)[1])
                 continue
             kwargs = {**self._model_kwargs, **extra}
+            streaming = stream and callable(getattr(model, "astream", None))
+            events = _ModelEvents(self._target(model)[1], streaming)
+            await events.start()
             try:
-                if stream and callable(getattr(model, "astream", None)):
+                if streaming:
                     final: Message | None = None
                     async for msg in model.astream(messages, tools or None, **kwargs):
                         if msg.delta:
+                            await events.delta(msg)
                             yield msg
                         else:
                             final = msg
@@ -546,9 +550,11 @@ class Agent:
                     msg = await model.agenerate(messages, tools or None, **kwargs)
             except ModelError as exc:
                 self._record(model, ok=False)
+                await events.error(exc)
                 last = exc
                 continue
             self._record(model, ok=True)
+            await events.result(msg)
             if not isinstance(msg, Message):
                 raise ModelError(
                     f"the chat model {type(model).__name__} returned a "
@@ -843,3 +849,76 @@ class Agent:
     async def execute(self, state: Any, config: dict[str, Any] | None = None) -> Message:
         """10xGraph's name for :meth:`__call__`."""
         return await self(state, config)
+
+
+class _ModelEvents:
+    """The publisher events of one model request (``LLM_CALL`` start / result / error and a
+    ``STREAMING`` progress event per token delta); nothing is built when the running graph
+    has no publisher. Message contents are never put in an event: sizes and counts only."""
+
+    __slots__ = ("chunks", "model", "publisher", "stream")
+
+    def __init__(self, model: str, stream: bool) -> None:
+        from tenxgraph.core._publish import run_publisher
+
+        self.publisher = run_publisher()
+        self.model = model
+        self.stream = stream
+        self.chunks = 0
+
+    async def _send(self, event: Any, event_type: Any, content_type: Any, **data: Any) -> None:
+        from tenxgraph.core._publish import publish_in_run
+
+        await publish_in_run(event, event_type, content_type, model=self.model, **data)
+
+    async def start(self) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        await self._send(Event.LLM_CALL, EventType.START, ContentType.STATE, stream=self.stream)
+
+    async def delta(self, msg: Message) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        self.chunks += 1
+        await self._send(
+            Event.STREAMING,
+            EventType.PROGRESS,
+            ContentType.TEXT,
+            index=self.chunks - 1,
+            chars=len(msg.text()),
+        )
+
+    async def result(self, msg: Any) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        calls = msg.tool_calls() if isinstance(msg, Message) else []
+        usage = getattr(msg, "usages", None)
+        await self._send(
+            Event.LLM_CALL,
+            EventType.RESULT,
+            ContentType.TOOL_CALL if calls else ContentType.MESSAGE,
+            stream=self.stream,
+            chunks=self.chunks,
+            tool_calls=len(calls),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+        )
+
+    async def error(self, exc: BaseException) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        await self._send(
+            Event.LLM_CALL,
+            EventType.ERROR,
+            ContentType.ERROR,
+            error_type=type(exc).__name__,
+            error_code=getattr(exc, "error_code", None),
+        )

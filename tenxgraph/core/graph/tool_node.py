@@ -91,6 +91,8 @@ import pydantic
 import pydantic_core
 
 from tenxgraph.core._context import _TOOL_CALL, RunContext, ToolCallContext, current_run
+from tenxgraph.core._publish import run_publisher
+from tenxgraph.core._run_metrics import tool_finished
 from tenxgraph.core.exceptions import (
     GraphError,
     LedgerWriteError,
@@ -433,13 +435,26 @@ class ToolNode:
                     if run is not None:
                         run.stats["ledger_hits"] = run.stats.get("ledger_hits", 0) + 1
                     return recorded
-            token = _TOOL_CALL.set(
-                ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
-            )
+            tool_ctx = ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
+            token = _TOOL_CALL.set(tool_ctx)
+            publishing = run_publisher() is not None
+            if publishing:
+                await _tool_event(call, "start")
+            started = time.perf_counter()
+            node_name = run.node if run is not None else ""
             try:
                 outcome = await self._execute(spec, call, key, state, config, sp)
+            except Exception as exc:
+                tool_finished(node_name, call.name, started, True, tool_ctx.timed_out)
+                if publishing:
+                    await _tool_event(call, "error", exc=exc)
+                raise
             finally:
                 _TOOL_CALL.reset(token)
+            failed = _is_error_outcome(outcome[0])
+            tool_finished(node_name, call.name, started, failed, tool_ctx.timed_out)
+            if publishing:
+                await _tool_event(call, "result", failed=failed)
             if run is not None:
                 run.stats["tool_runs"] = run.stats.get("tool_runs", 0) + 1
             data = self._encode(outcome, call, key)
@@ -614,6 +629,9 @@ class ToolNode:
             if recovered is not None:
                 value = recovered
             elif isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+                tool_ctx = _TOOL_CALL.get()
+                if tool_ctx is not None:
+                    tool_ctx.timed_out = True
                 _tool_failed(sp, call, exc)
                 return _only(
                     [_error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")]
@@ -817,6 +835,41 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
             meta={"tool_name": call.name},
         )
     ]
+
+
+def _is_error_outcome(messages: list[Message]) -> bool:
+    """Whether a call's answer reports a failure (an error tool result)."""
+    return any(isinstance(b, ToolResultBlock) and b.is_error for m in messages for b in m.content)
+
+
+async def _tool_event(
+    call: ToolCallBlock,
+    phase: str,
+    failed: bool = False,
+    exc: BaseException | None = None,
+) -> None:
+    """Publish a ``TOOL_EXECUTION`` event of a call that runs (not of a ledger replay):
+    ``START`` before it, ``RESULT`` after it (``is_error`` when the model is answered with an
+    error), ``ERROR`` when it stops the run. Arguments and results are not included."""
+    from tenxgraph.core._publish import publish_in_run
+    from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+    data: dict[str, Any] = {"tool_name": call.name, "tool_call_id": call.id}
+    if phase == "start":
+        await publish_in_run(Event.TOOL_EXECUTION, EventType.START, ContentType.TOOL_CALL, **data)
+    elif phase == "result":
+        await publish_in_run(
+            Event.TOOL_EXECUTION, EventType.RESULT, ContentType.TOOL_RESULT, is_error=failed, **data
+        )
+    else:
+        await publish_in_run(
+            Event.TOOL_EXECUTION,
+            EventType.ERROR,
+            ContentType.ERROR,
+            error_type=type(exc).__name__,
+            error_code=getattr(exc, "error_code", None),
+            **data,
+        )
 
 
 def _services(spec: ToolSpec) -> dict[str, Any]:
