@@ -491,6 +491,8 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.utils.callbacks import GraphLifecycleHook, GraphLifecycleContext",
         "concepts/agents-tools-control, concepts/callbacks-and-command, reference/python/lifecycle-callbacks",
     ),
+    # Agent extension point (concepts/extensibility).
+    ("from tenxgraph.core.graph.base_agent import BaseAgent", "concepts/extensibility"),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -517,7 +519,6 @@ RUNS_HALF_IMPORTS: tuple[tuple[str, str], ...] = (
 
 #: The Agent / ToolNode / callback / context-manager surface: a separate issue.
 AGENT_SURFACE_IMPORTS: tuple[tuple[str, str], ...] = (
-    ("from tenxgraph.core.graph.base_agent import BaseAgent", "concepts/extensibility"),
     (
         "from tenxgraph.core.state.stream_emitter import StreamEmitter",
         "how-to/python/emit-tool-progress, reference/python/stream-emitter",

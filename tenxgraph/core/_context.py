@@ -36,6 +36,8 @@ class RunContext:
         stream: ``True`` when the run's chunks are consumed (``astream`` / ``stream``): an
             ``Agent`` then asks its model to stream and yields the token deltas.
         graph: the compiled graph being run (its ``context_manager``, ``callback_manager``).
+        validated: the run's input user messages as the graph's input validators left them
+            (copies, by ``message_id``); an ``Agent`` sends these instead of validating again.
     """
 
     checkpointer: BaseCheckpointer
@@ -50,6 +52,7 @@ class RunContext:
     interrupt_seq: int = 0
     stream: bool = False
     graph: Any = None
+    validated: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -50,6 +50,7 @@ from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START, ResponseGranularity
 from tenxgraph.utils.interrupts import GraphInterrupt
 
+from ._input_validation import validate_input
 from ._publish import publish_event
 from ._run_metrics import node_finished
 from .graph.node import call_with_params
@@ -633,6 +634,8 @@ async def _run_body(
     granularity: ResponseGranularity,
 ) -> AsyncIterator[StreamChunk]:
     graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
+    if input_msgs and graph.callback_manager is not None:
+        await validate_input(run.ctx, graph, input_msgs)  # before anything is read or written
     with use_span(run_span):
         run.prev = await run.cp.aload(rc.raw, state_cls)
     if run.prev is not None:

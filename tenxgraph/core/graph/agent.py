@@ -47,6 +47,7 @@ from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .base_agent import BaseAgent
 from .tool_node import ToolNode
 
 __all__ = ["Agent", "fill_placeholders"]
@@ -199,7 +200,7 @@ class _Circuit:
         self.opened_at: float | None = None
 
 
-class Agent:
+class Agent(BaseAgent):
     """A node calling a chat model (10xGraph-compatible ``Agent``).
 
     Args:
@@ -728,6 +729,12 @@ class Agent:
         start = len(messages)
         while start > 0 and messages[start - 1].role == "user":
             start -= 1
+        run = current_run()
+        checked = run.validated if run is not None else {}
+        if checked and start < len(messages):
+            if all(m.message_id in checked for m in messages[start:]):
+                # The graph validated this run's input already: send its copies.
+                return [*messages[:start], *(checked[m.message_id] for m in messages[start:])]
         newest = [m.model_copy(deep=True) for m in messages[start:]]
         if not await cbm.execute_validators(newest):
             from tenxgraph.utils.validators import ValidationError as InputRefused
