@@ -493,6 +493,11 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ),
     # Agent extension point (concepts/extensibility).
     ("from tenxgraph.core.graph.base_agent import BaseAgent", "concepts/extensibility"),
+    # Tool progress (reference/python/stream-emitter).
+    (
+        "from tenxgraph.core.state.stream_emitter import StreamEmitter",
+        "how-to/python/emit-tool-progress, reference/python/stream-emitter",
+    ),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -514,14 +519,6 @@ RUNS_HALF_IMPORTS: tuple[tuple[str, str], ...] = (
     (
         "from tenxgraph.core.state.stream_chunks import StreamEvent",
         "concepts/state-graph, concepts/streaming",
-    ),
-)
-
-#: The Agent / ToolNode / callback / context-manager surface: a separate issue.
-AGENT_SURFACE_IMPORTS: tuple[tuple[str, str], ...] = (
-    (
-        "from tenxgraph.core.state.stream_emitter import StreamEmitter",
-        "how-to/python/emit-tool-progress, reference/python/stream-emitter",
     ),
 )
 
@@ -1062,25 +1059,6 @@ def test_documented_import_line_runs_in_a_fresh_interpreter(line: str, pages: st
     assert proc.returncode == 0, f"{line!r} (from {pages}) failed:\n{proc.stderr}"
 
 
-_PENDING = [
-    pytest.param(line, pages, id=line, marks=pytest.mark.xfail(strict=True, reason=reason))
-    for reason, rows in (
-        (
-            "Agent/ToolNode/callback/context-manager surface: a separate issue",
-            AGENT_SURFACE_IMPORTS,
-        ),
-    )
-    for line, pages in rows
-]
-
-
-@pytest.mark.parametrize(("line", "pages"), _PENDING)
-def test_import_lines_of_other_work_in_progress(line: str, pages: str) -> None:
-    # Strict xfail: once the other work lands, these pass and the marker must go.
-    proc = _run(line)
-    assert proc.returncode == 0, proc.stderr
-
-
 def test_documented_but_not_provided_imports_fail_cleanly() -> None:
     # One interpreter for all: each line must raise ImportError (ModuleNotFoundError included),
     # never import, and never fail in another way (a crash would hide a broken package).
@@ -1116,7 +1094,7 @@ def test_the_durability_guide_imports_are_all_provided() -> None:
         "from tenxgraph.storage.checkpointer import SqliteCheckpointer",
         "from tenxgraph.core.exceptions import StaleStateError",
     }
-    for pending in RUNS_HALF_IMPORTS + AGENT_SURFACE_IMPORTS + NOT_PROVIDED_IMPORTS:
+    for pending in RUNS_HALF_IMPORTS + NOT_PROVIDED_IMPORTS:
         assert guide not in pending[1]
 
 

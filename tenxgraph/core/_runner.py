@@ -896,6 +896,11 @@ async def _execute_node(
                             item = await step(agen.__anext__)
                         except StopAsyncIteration:
                             break
+                        if isinstance(item, StreamChunk):
+                            # A tool's progress (StreamEmitter): streamed, never stored.
+                            if run.stream:
+                                yield item
+                            continue
                         for m in item if isinstance(item, list) else [item]:
                             if isinstance(m, (str, Message)):
                                 msg = _as_message(m, node)

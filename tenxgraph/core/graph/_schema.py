@@ -74,7 +74,7 @@ __all__ = [
 ]
 
 #: Parameter names ``ToolNode`` fills in itself; never shown to the model.
-INJECTED_PARAMS: frozenset[str] = frozenset({"tool_call_id", "state", "config"})
+INJECTED_PARAMS: frozenset[str] = frozenset({"tool_call_id", "state", "config", "emit"})
 
 _SECTION_RE = re.compile(
     r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Kwargs|Returns|Return|"

@@ -76,10 +76,13 @@ dataclasses, dates, enums... are converted to their JSON form), a ``Message``, o
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import hashlib
 import inspect
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -89,6 +92,7 @@ import anyio
 import orjson
 import pydantic
 import pydantic_core
+import sniffio
 
 from tenxgraph.core._context import _TOOL_CALL, RunContext, ToolCallContext, current_run
 from tenxgraph.core._publish import run_publisher
@@ -302,6 +306,45 @@ class ToolNode:
         return self.tool_schemas(tags)
 
     # -- execution ---------------------------------------------------------------------------------
+    def _emits(self) -> bool:
+        """Whether a tool of this node declares ``emit`` (a ``StreamEmitter``)."""
+        return any("emit" in spec.injected for spec in self._tools.values())
+
+    async def node_stream(self, state: Any, config: dict[str, Any] | None = None) -> Any:
+        """The node as the graph runs it: the progress chunks of tools declaring ``emit``
+        (``StreamChunk`` items, while the tools run when the run streams on asyncio), then
+        ``[result]``, ``result`` being what :meth:`__call__` returns.
+
+        Args:
+            state: the graph state.
+            config: the run's config.
+
+        Yields:
+            ``StreamChunk`` progress chunks, then a one-item list holding the node's result.
+
+        Raises:
+            LedgerWriteError, StorageError: as :meth:`__call__`.
+        """
+        run = current_run()
+        if run is None or not run.stream or not self._emits():
+            yield [await self(state, config)]
+            return
+        if sniffio.current_async_library() != "asyncio":
+            # No task outliving one step of this generator under trio: the chunks follow the
+            # calls instead of accompanying them.
+            buffered: list[Any] = []
+            token = _EMIT_SINK.set(buffered.append)
+            try:
+                result = await self(state, config)
+            finally:
+                _EMIT_SINK.reset(token)
+            for chunk in buffered:
+                yield chunk
+            yield [result]
+            return
+        async for item in _live(self, state, config):
+            yield item
+
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the pending tool calls of the last assistant message of ``state.context``.
 
@@ -609,6 +652,8 @@ class ToolNode:
             kwargs["state"] = state
         if "config" in spec.injected:
             kwargs["config"] = config
+        if "emit" in spec.injected:
+            kwargs["emit"] = _emitter(call, config)
         if spec.di:
             kwargs.update(_services(spec))
         scope: anyio.CancelScope | None = None
@@ -840,6 +885,72 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
 def _is_error_outcome(messages: list[Message]) -> bool:
     """Whether a call's answer reports a failure (an error tool result)."""
     return any(isinstance(b, ToolResultBlock) and b.is_error for m in messages for b in m.content)
+
+
+#: Where a running tool's ``StreamEmitter`` puts its chunks (set by ``ToolNode.node_stream``
+#: in the context of the calls; ``None``: no emitter, the tool gets ``emit=None``).
+_EMIT_SINK: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
+    "tenxgraph_emit_sink", default=None
+)
+
+
+def _emitter(call: ToolCallBlock, config: dict[str, Any]) -> Any:
+    """The ``StreamEmitter`` of a call, or ``None`` when nothing consumes the stream."""
+    sink = _EMIT_SINK.get()
+    if sink is None:
+        return None
+    from tenxgraph.core.state.stream_emitter import StreamEmitter
+
+    run = current_run()
+    thread = config.get("thread_id")
+    run_id = config.get("run_id")
+    return StreamEmitter(
+        call.name,
+        call.id,
+        run.node if run is not None else "",
+        None if thread is None else str(thread),
+        None if run_id is None else str(run_id),
+        sink,
+        run.step if run is not None else 0,
+    )
+
+
+async def _live(node: ToolNode, state: Any, config: dict[str, Any] | None) -> Any:
+    """Run ``node``'s calls in an asyncio task and yield their progress chunks as they come,
+    then ``[result]``. The task gets a copy of this context (the run, the sink); it is
+    cancelled, and awaited (shielded, at most 10 s), if this generator is closed early."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    loop_thread = threading.get_ident()
+
+    def send(chunk: Any) -> None:
+        if threading.get_ident() == loop_thread:
+            queue.put_nowait(chunk)
+        else:  # a sync tool in a worker thread
+            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+
+    ctx = contextvars.copy_context()
+    ctx.run(_EMIT_SINK.set, send)
+    task = loop.create_task(node(state, config), context=ctx)
+    try:
+        while not task.done():
+            getter = loop.create_task(queue.get())
+            try:
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                yield getter.result()
+        while not queue.empty():
+            yield queue.get_nowait()
+        result = task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await asyncio.wait({task})
+    yield [result]
 
 
 async def _tool_event(
