@@ -126,6 +126,28 @@ class EmitScript(Script):
         return text("Paid and reported.")
 
 
+def kill_while_reporting(llm: ScriptedLLMServer, db: Path, log: Path) -> int:
+    """Run the ``emit`` child until ``charge`` has finished and ``report`` hangs, SIGKILL it,
+    and let later ``report`` calls finish. Returns the child's exit code."""
+    slow = Path(str(log) + ".slow")
+    slow.touch()
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), llm.base_url, str(db), "crashed", "emit", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not (log.exists() and {"charge 5", "report start"} <= set(log.read_text().split("\n"))):
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.monotonic() < deadline, "the child never reached the report tool"
+        time.sleep(0.02)
+    time.sleep(0.3)  # charge finished before report hangs: its ledger entry has landed
+    proc.kill()
+    proc.wait(10)
+    slow.unlink()
+    return proc.returncode
+
+
 async def test_sigkill_during_a_tool_sending_progress(tmp_path: Path) -> None:
     # Two tools in one step: ``charge`` finishes (ledger-recorded), ``report`` is killed while
     # it streams progress. The resumed step answers ``charge`` from the ledger and runs
@@ -133,25 +155,7 @@ async def test_sigkill_during_a_tool_sending_progress(tmp_path: Path) -> None:
     script = EmitScript()
     with ScriptedLLMServer(responder=script) as llm:
         db, log = tmp_path / "t.db", tmp_path / "tools.log"
-        slow = Path(str(log) + ".slow")
-        slow.touch()
-        proc = subprocess.Popen(
-            [sys.executable, str(CHILD), llm.base_url, str(db), "crashed", "emit", str(log)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + 30
-        while not (
-            log.exists() and {"charge 5", "report start"} <= set(log.read_text().split("\n"))
-        ):
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the child never reached the report tool"
-            time.sleep(0.02)
-        time.sleep(0.3)  # let charge's ledger entry land (it finished before report hangs)
-        proc.kill()
-        proc.wait(10)
-        assert proc.returncode == -9
-        slow.unlink()
+        assert kill_while_reporting(llm, db, log) == -9
         cp = SqliteCheckpointer(str(db))
         app = build(llm.base_url, cp, str(log), structured=False)
         cfg = {"thread_id": "crashed"}
