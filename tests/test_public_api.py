@@ -498,6 +498,11 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.core.state.stream_emitter import StreamEmitter",
         "how-to/python/emit-tool-progress, reference/python/stream-emitter",
     ),
+    # Skills (reference/python/skills).
+    ("from tenxgraph.core.skills import SkillConfig", "tutorials/from-examples/skills"),
+    ("from tenxgraph.core.skills import SkillsRegistry", "reference/python/skills"),
+    ("from tenxgraph.core.skills.models import SkillConfig", "reference/python/skills"),
+    ("from tenxgraph.core.skills.models import SkillConfig, SkillMeta", "reference/python/skills"),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -528,10 +533,6 @@ NOT_PROVIDED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.core.llm import DEFAULT_LLM_TIMEOUT_SECONDS, call_llm, create_llm_client, detect_provider, get_default_llm_timeout, set_default_llm_timeout",
         "reference/python/llm",
     ),
-    ("from tenxgraph.core.skills import SkillConfig", "tutorials/from-examples/skills"),
-    ("from tenxgraph.core.skills import SkillsRegistry", "reference/python/skills"),
-    ("from tenxgraph.core.skills.models import SkillConfig", "reference/python/skills"),
-    ("from tenxgraph.core.skills.models import SkillConfig, SkillMeta", "reference/python/skills"),
 )
 
 #: Features outside tenxgraph's scope (DESIGN section 1; docs/compat-10xgraph.md).
