@@ -478,6 +478,31 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.runtime.publisher.otel_publisher import ObservabilityLevel",
         "concepts/serving-agents",
     ),
+    # Graph lifecycle hooks (reference/python/lifecycle-callbacks).
+    (
+        "from tenxgraph.utils.callbacks import CallbackManager, GraphLifecycleHook",
+        "reference/python/realtime",
+    ),
+    (
+        "from tenxgraph.utils.callbacks import GraphLifecycleHook",
+        "reference/python/lifecycle-callbacks",
+    ),
+    (
+        "from tenxgraph.utils.callbacks import GraphLifecycleHook, GraphLifecycleContext",
+        "concepts/agents-tools-control, concepts/callbacks-and-command, reference/python/lifecycle-callbacks",
+    ),
+    # Agent extension point (concepts/extensibility).
+    ("from tenxgraph.core.graph.base_agent import BaseAgent", "concepts/extensibility"),
+    # Tool progress (reference/python/stream-emitter).
+    (
+        "from tenxgraph.core.state.stream_emitter import StreamEmitter",
+        "how-to/python/emit-tool-progress, reference/python/stream-emitter",
+    ),
+    # Skills (reference/python/skills).
+    ("from tenxgraph.core.skills import SkillConfig", "tutorials/from-examples/skills"),
+    ("from tenxgraph.core.skills import SkillsRegistry", "reference/python/skills"),
+    ("from tenxgraph.core.skills.models import SkillConfig", "reference/python/skills"),
+    ("from tenxgraph.core.skills.models import SkillConfig, SkillMeta", "reference/python/skills"),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -502,37 +527,12 @@ RUNS_HALF_IMPORTS: tuple[tuple[str, str], ...] = (
     ),
 )
 
-#: The Agent / ToolNode / callback / context-manager surface: a separate issue.
-AGENT_SURFACE_IMPORTS: tuple[tuple[str, str], ...] = (
-    ("from tenxgraph.core.graph.base_agent import BaseAgent", "concepts/extensibility"),
-    (
-        "from tenxgraph.core.state.stream_emitter import StreamEmitter",
-        "how-to/python/emit-tool-progress, reference/python/stream-emitter",
-    ),
-    (
-        "from tenxgraph.utils.callbacks import CallbackManager, GraphLifecycleHook",
-        "reference/python/realtime",
-    ),
-    (
-        "from tenxgraph.utils.callbacks import GraphLifecycleHook",
-        "reference/python/lifecycle-callbacks",
-    ),
-    (
-        "from tenxgraph.utils.callbacks import GraphLifecycleHook, GraphLifecycleContext",
-        "concepts/agents-tools-control, concepts/callbacks-and-command, reference/python/lifecycle-callbacks",
-    ),
-)
-
 #: Documented utilities tenxgraph does not provide (listed in docs/compat-10xgraph.md).
 NOT_PROVIDED_IMPORTS: tuple[tuple[str, str], ...] = (
     (
         "from tenxgraph.core.llm import DEFAULT_LLM_TIMEOUT_SECONDS, call_llm, create_llm_client, detect_provider, get_default_llm_timeout, set_default_llm_timeout",
         "reference/python/llm",
     ),
-    ("from tenxgraph.core.skills import SkillConfig", "tutorials/from-examples/skills"),
-    ("from tenxgraph.core.skills import SkillsRegistry", "reference/python/skills"),
-    ("from tenxgraph.core.skills.models import SkillConfig", "reference/python/skills"),
-    ("from tenxgraph.core.skills.models import SkillConfig, SkillMeta", "reference/python/skills"),
 )
 
 #: Features outside tenxgraph's scope (DESIGN section 1; docs/compat-10xgraph.md).
@@ -1060,25 +1060,6 @@ def test_documented_import_line_runs_in_a_fresh_interpreter(line: str, pages: st
     assert proc.returncode == 0, f"{line!r} (from {pages}) failed:\n{proc.stderr}"
 
 
-_PENDING = [
-    pytest.param(line, pages, id=line, marks=pytest.mark.xfail(strict=True, reason=reason))
-    for reason, rows in (
-        (
-            "Agent/ToolNode/callback/context-manager surface: a separate issue",
-            AGENT_SURFACE_IMPORTS,
-        ),
-    )
-    for line, pages in rows
-]
-
-
-@pytest.mark.parametrize(("line", "pages"), _PENDING)
-def test_import_lines_of_other_work_in_progress(line: str, pages: str) -> None:
-    # Strict xfail: once the other work lands, these pass and the marker must go.
-    proc = _run(line)
-    assert proc.returncode == 0, proc.stderr
-
-
 def test_documented_but_not_provided_imports_fail_cleanly() -> None:
     # One interpreter for all: each line must raise ImportError (ModuleNotFoundError included),
     # never import, and never fail in another way (a crash would hide a broken package).
@@ -1114,7 +1095,7 @@ def test_the_durability_guide_imports_are_all_provided() -> None:
         "from tenxgraph.storage.checkpointer import SqliteCheckpointer",
         "from tenxgraph.core.exceptions import StaleStateError",
     }
-    for pending in RUNS_HALF_IMPORTS + AGENT_SURFACE_IMPORTS + NOT_PROVIDED_IMPORTS:
+    for pending in RUNS_HALF_IMPORTS + NOT_PROVIDED_IMPORTS:
         assert guide not in pending[1]
 
 

@@ -36,6 +36,8 @@ class RunContext:
         stream: ``True`` when the run's chunks are consumed (``astream`` / ``stream``): an
             ``Agent`` then asks its model to stream and yields the token deltas.
         graph: the compiled graph being run (its ``context_manager``, ``callback_manager``).
+        validated: the run's input user messages as the graph's input validators left them
+            (copies, by ``message_id``); an ``Agent`` sends these instead of validating again.
     """
 
     checkpointer: BaseCheckpointer[Any]
@@ -50,6 +52,7 @@ class RunContext:
     interrupt_seq: int = 0
     stream: bool = False
     graph: Any = None
+    validated: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -62,12 +65,14 @@ class ToolCallContext:
         call_key: the ledger key (``tool_call_id`` qualified by the assistant message and a
             digest of the call).
         interrupt_seq: ``interrupt()`` calls made so far by this tool call (count).
+        timed_out: set when the call ran past its ``tool_timeout`` (for the tool metrics).
     """
 
     tool_call_id: str
     name: str
     call_key: str
     interrupt_seq: int = 0
+    timed_out: bool = False
 
 
 _RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(

@@ -11,7 +11,7 @@ from typing import Any
 
 from tenxgraph.runtime.publisher.events import ContentType, Event, EventModel, EventType
 
-__all__ = ["publish_event"]
+__all__ = ["publish_event", "publish_in_run", "run_publisher"]
 
 _log = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ async def publish_event(
     run_id: str,
     node: str | None = None,
     data: dict[str, Any] | None = None,
+    content_type: ContentType | None = None,
 ) -> None:
     """Build one ``EventModel`` and await ``publisher.publish`` with it (no-op without a
     publisher).
@@ -36,13 +37,15 @@ async def publish_event(
         run_id: the run.
         node: the node name, for node events.
         data: the payload (small dict, no message contents).
+        content_type: the payload's type (default ``ERROR`` for errors, else ``STATE``).
     """
     if publisher is None:
         return
     model = EventModel(
         event=event,
         event_type=event_type,
-        content_type=ContentType.ERROR if event_type is EventType.ERROR else ContentType.STATE,
+        content_type=content_type
+        or (ContentType.ERROR if event_type is EventType.ERROR else ContentType.STATE),
         node_name=node,
         data=data or {},
         thread_id=thread_id,
@@ -58,3 +61,46 @@ async def publish_event(
             event_type,
             exc_info=True,
         )
+
+
+def run_publisher() -> Any:
+    """The publisher of the graph running the current node (``None`` outside a run or
+    without one): a cheap test before building an event's data."""
+    from tenxgraph.core._context import current_run
+
+    run = current_run()
+    graph = getattr(run, "graph", None)
+    return getattr(graph, "publisher", None)
+
+
+async def publish_in_run(
+    event: Event,
+    event_type: EventType,
+    content_type: ContentType | None = None,
+    **data: Any,
+) -> None:
+    """Publish an event of the node running now (``LLM_CALL``, ``TOOL_EXECUTION``,
+    ``STREAMING``) to its graph's publisher; nothing outside a run or without a publisher.
+
+    Args:
+        event: the source.
+        event_type: the phase.
+        content_type: the payload's type.
+        **data: the payload (small values, no message contents).
+    """
+    from tenxgraph.core._context import current_run
+
+    run = current_run()
+    publisher = getattr(getattr(run, "graph", None), "publisher", None)
+    if publisher is None or run is None:
+        return
+    await publish_event(
+        publisher,
+        event,
+        event_type,
+        str(run.config.get("thread_id")),
+        str(run.config.get("run_id")),
+        run.node or None,
+        data,
+        content_type,
+    )

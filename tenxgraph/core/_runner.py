@@ -50,12 +50,15 @@ from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START, ResponseGranularity
 from tenxgraph.utils.interrupts import GraphInterrupt
 
+from ._input_validation import validate_input
 from ._publish import publish_event
+from ._run_metrics import node_finished
 from .graph.node import call_with_params
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import Loaded
 
+    from ._lifecycle import LifecycleHooks
     from .graph.compiled_graph import CompiledGraph
 
 __all__ = ["GraphInterrupt", "RunResult", "apply_update", "normalize_return", "run_graph"]
@@ -418,8 +421,17 @@ class _Run:
         self.span: Any = None
         # Messages produced by finishing an earlier, cut-off run before this run's input.
         self.resumed_count = 0
+        #: graph lifecycle hooks (``compile(lifecycle_hook=...)``), ``None`` without any
+        self.hooks: LifecycleHooks | None = graph.lifecycle_hooks
+        self.hooks_started = False
+        self.error_hooked = False
+        self.lifecycle_ctx: Any = None
 
     async def commit(self, state: AgentState) -> None:
+        if self.hooks is not None:
+            state = await self.hooks.checkpoint(
+                self, state, None if self.prev is None else self.prev.state
+            )
         with use_span(self.span):
             self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
         self.state = self.prev.state
@@ -581,6 +593,8 @@ async def run_graph(
     except BaseException as exc:
         record_error(run_span, exc)
         if isinstance(exc, Exception):
+            if run.hooks is not None and run.hooks_started and not run.error_hooked:
+                await _hook_error(run, exc, run.state, run.ctx.node or "", persist=False)
             await _publish(run, Event.GRAPH_EXECUTION, EventType.ERROR, **_error_data(exc))
         raise
     else:
@@ -624,6 +638,8 @@ async def _run_body(
     granularity: ResponseGranularity,
 ) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
     graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
+    if input_msgs and graph.callback_manager is not None:
+        await validate_input(run.ctx, graph, input_msgs)  # before anything is read or written
     with use_span(run_span):
         run.prev = await run.cp.aload(rc.raw, state_cls)
     if run.prev is not None:
@@ -696,6 +712,11 @@ async def _run_body(
             ExecutionStatus.INTERRUPTED_BEFORE,
             ExecutionStatus.INTERRUPTED_AFTER,
         )
+        if run.hooks is not None and meta.status in _PAUSED + (ExecutionStatus.STOPPED,):
+            run.state, resume_value = await _hook_resume(
+                run, resume_from, resume_value, has_resume, input_msgs, field_updates
+            )
+            meta = run.state.execution_meta
         internal = dict(meta.internal_data)
         if has_resume:
             internal["answers"] = _merge_answers(
@@ -718,6 +739,8 @@ async def _run_body(
         )
         for m in accepted:
             yield _chunk(run, StreamEvent.MESSAGE, message=m)
+        if run.hooks is not None:
+            await _hook_start(run)
         async for ch in _steps(run, resume_from, replay=replay, skip_interrupt_before=skip_before):
             yield ch
         if retry and _earlier_turn(run.state.context, input_msgs) is not None:
@@ -757,6 +780,8 @@ async def _run_body(
     run.dirty = True
     for m in accepted:
         yield _chunk(run, StreamEvent.MESSAGE, message=m)
+    if run.hooks is not None:
+        await _hook_start(run)
     async for ch in _steps(run, entry, replay=False, skip_interrupt_before=False):
         yield ch
     yield RunResult(_result(run, granularity, input_msgs), run.state)
@@ -839,6 +864,7 @@ async def _execute_node(
     n0 = len(ctx0)
     deadline = None if rc.node_timeout is None else time.monotonic() + rc.node_timeout
     meta = {"node": node, "step": state.execution_meta.step}
+    started = time.perf_counter()
     with use_span(run.span):  # the node span is a child of the run span
         node_span = _node_span(run, node, state, is_replay)
     await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=meta["step"])
@@ -874,6 +900,11 @@ async def _execute_node(
                             item = await step(agen.__anext__)
                         except StopAsyncIteration:
                             break
+                        if isinstance(item, StreamChunk):
+                            # A tool's progress (StreamEmitter): streamed, never stored.
+                            if run.stream:
+                                yield item
+                            continue
                         for m in item if isinstance(item, list) else [item]:
                             if isinstance(m, (str, Message)):
                                 msg = _as_message(m, node)
@@ -914,6 +945,7 @@ async def _execute_node(
             await _publish(
                 run, Event.NODE_EXECUTION, EventType.END, node, step=meta["step"], next=out.nxt
             )
+            node_finished(node, started, None, out.stopped)
         except (GraphInterrupt, BaseExceptionGroup) as gi:
             payloads = _interrupt_payloads(gi)
             if payloads is None:
@@ -923,9 +955,11 @@ async def _execute_node(
             await _publish(
                 run, Event.NODE_EXECUTION, EventType.INTERRUPTED, node, step=meta["step"]
             )
+            node_finished(node, started, None, False)
     except BaseException as exc:
         record_error(node_span, exc)
         if isinstance(exc, Exception):
+            node_finished(node, started, exc, False)
             await _publish(
                 run,
                 Event.NODE_EXECUTION,
@@ -1015,8 +1049,7 @@ async def _steps(
             run.state = _with_meta(
                 state, status=ExecutionStatus.ERROR, current_node=node, error="recursion limit"
             )
-            await run.commit(run.state)
-            raise GraphRecursionError(
+            rec_exc = GraphRecursionError(
                 f"the run executed {run.executed} nodes, the recursion_limit; raise "
                 "config['recursion_limit'] or fix the loop. State saved; invoke(None, config) "
                 "continues from node " + repr(node),
@@ -1026,6 +1059,10 @@ async def _steps(
                     "node": node,
                 },
             )
+            if run.hooks is not None:
+                run.state = await _hook_error(run, rec_exc, run.state, node, persist=True)
+            await run.commit(run.state)
+            raise rec_exc
         # Stop requested (this process instantly, other processes via the store).
         if await run.stop_requested():
             await _stop(run, state, node)
@@ -1039,6 +1076,8 @@ async def _steps(
                 interrupt_node=node,
                 interrupt_reason="interrupt_before",
             )
+            if run.hooks is not None:
+                run.state = await run.hooks.interrupt(run, node, "before", run.state)
             await run.commit(run.state)
             yield _pause_chunk(run, run.state, node, "before")
             return
@@ -1066,6 +1105,8 @@ async def _steps(
                 interrupt_reason=out.pause[0].get("reason") or "interrupt",
                 interrupt_data={"interrupts": out.pause},
             )
+            if run.hooks is not None:
+                run.state = await run.hooks.interrupt(run, node, "interrupt", run.state)
             await run.commit(run.state)
             yield _pause_chunk(run, run.state, node, "interrupt")
             return
@@ -1076,7 +1117,7 @@ async def _steps(
             "step": state.execution_meta.step + 1,
             "current_node": nxt,
             "status": ExecutionStatus.COMPLETED if nxt == END else ExecutionStatus.RUNNING,
-            "internal_data": {},
+            "internal_data": _carry_internal(state.execution_meta.internal_data),
         }
         if out.stopped:
             meta_updates["status"] = ExecutionStatus.STOPPED
@@ -1087,6 +1128,8 @@ async def _steps(
                 interrupt_reason="interrupt_after",
             )
         new_state = _with_meta(new_state, **meta_updates)
+        if run.hooks is not None:
+            new_state = await _hook_after_node(run, node, state, new_state, new_msgs)
         run.state = new_state
         run.produced.extend(new_msgs)
         status = new_state.execution_meta.status
@@ -1124,6 +1167,8 @@ async def _steps(
 async def _stop(run: _Run, state: AgentState, node: str) -> None:
     """Checkpoint a stop before ``node`` and withdraw the durable stop request."""
     run.state = _with_meta(state, status=ExecutionStatus.STOPPED, current_node=node)
+    if run.hooks is not None:
+        run.state = await run.hooks.interrupt(run, node, "stop", run.state)
     await run.commit(run.state)
     await _clear_stop(run)
 
@@ -1179,8 +1224,90 @@ async def _save_error(run: _Run, state: AgentState, node: str, exc: Exception) -
         run.state = _with_meta(
             state, status=ExecutionStatus.ERROR, current_node=node, error=str(code)
         )
+        if run.hooks is not None:
+            run.state = await _hook_error(run, exc, run.state, node, persist=True)
         await run.commit(run.state)
     except Exception as save_exc:  # noqa: BLE001 - the node's error is what the caller sees
         log.warning(
             "could not checkpoint the error state of node %r: %s", node, type(save_exc).__name__
         )
+
+
+# -- graph lifecycle hooks (tenxgraph.utils.lifecycle; called only when the graph has some) ----
+def _carry_internal(internal: dict[str, Any]) -> dict[str, Any]:
+    """What of ``execution_meta.internal_data`` the next step keeps: everything but the
+    runtime's own answers to ``interrupt()`` (which belong to the node that asked)."""
+    if not internal:
+        return {}
+    return {k: v for k, v in internal.items() if k != "answers"}
+
+
+async def _hook_start(run: _Run) -> None:
+    """``on_graph_start``, once per invocation, before its first node."""
+    assert run.hooks is not None and run.state is not None
+    if run.hooks_started:
+        return
+    run.hooks_started = True
+    started = await run.hooks.start(run, run.state)
+    if started is not run.state:
+        run.state = started
+        run.dirty = True
+
+
+async def _hook_resume(
+    run: _Run,
+    node: str,
+    resume_value: Any,
+    has_resume: bool,
+    input_msgs: list[Message],
+    field_updates: dict[str, Any],
+) -> tuple[AgentState, Any]:
+    """``on_resume`` for a run continuing a paused thread; returns the state and the
+    ``resume`` answer (a hook may change it in ``resume_data``)."""
+    assert run.hooks is not None and run.state is not None
+    data: dict[str, Any] = {}
+    if has_resume:
+        data["resume"] = resume_value
+    if input_msgs:
+        data["messages"] = list(input_msgs)
+    if field_updates:
+        data["state"] = dict(field_updates)
+    state = await run.hooks.resume(run, node, run.state, data)
+    if state is not run.state:
+        run.dirty = True
+    return state, data.get("resume", resume_value)
+
+
+async def _hook_after_node(
+    run: _Run, node: str, old: AgentState, new: AgentState, new_msgs: list[Message]
+) -> AgentState:
+    """``on_state_update`` after a node, then ``on_graph_end`` or ``on_interrupt`` when the node
+    ended or paused the run."""
+    assert run.hooks is not None
+    new = await run.hooks.state_update(run, node, old, new, old.execution_meta.step)
+    status = new.execution_meta.status
+    if status == ExecutionStatus.COMPLETED:
+        produced = run.produced + list(new_msgs)
+        new = await run.hooks.end(run, new, produced, new.execution_meta.step)
+    elif status == ExecutionStatus.INTERRUPTED_AFTER:
+        new = await run.hooks.interrupt(run, node, "after", new)
+    elif status == ExecutionStatus.STOPPED:
+        new = await run.hooks.interrupt(run, node, "stop", new)
+    return new
+
+
+async def _hook_error(
+    run: _Run, exc: Exception, state: AgentState | None, node: str, *, persist: bool
+) -> AgentState:
+    """``on_graph_error`` (once per run); with ``persist`` the returned state is the one to
+    checkpoint, its ``error`` replaced by the hook's message."""
+    assert run.hooks is not None
+    run.error_hooked = True
+    if state is None:
+        state = run.graph.new_state()
+    got, message = await run.hooks.error(
+        run, exc, state, list(run.produced), state.execution_meta.step, node
+    )
+    if persist and message is not None:
+        got = _with_meta(got, error=message)
+    return got

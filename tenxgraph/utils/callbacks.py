@@ -37,12 +37,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tenxgraph.utils.lifecycle import GraphLifecycleContext, GraphLifecycleHook
+
 __all__ = [
     "AfterInvokeCallback",
     "BaseValidator",
     "BeforeInvokeCallback",
     "CallbackContext",
     "CallbackManager",
+    "GraphLifecycleContext",
+    "GraphLifecycleHook",
     "InvocationType",
     "OnErrorCallback",
 ]
@@ -159,6 +163,7 @@ class CallbackManager:
             t: [] for t in InvocationType
         }
         self._validators: list[BaseValidator] = []
+        self._lifecycle: list[GraphLifecycleHook] = []
 
     def __repr__(self) -> str:
         counts = {
@@ -220,6 +225,25 @@ class CallbackManager:
                 f"an input validator needs a validate(messages) method, got {type(validator).__name__}"
             )
         self._validators.append(validator)
+
+    def register_lifecycle_hook(self, hook: GraphLifecycleHook) -> None:
+        """Add a graph lifecycle hook (``tenxgraph.utils.lifecycle``), called after the one
+        given to ``compile(lifecycle_hook=...)``, in registration order. Register it before
+        ``compile()``: a compiled graph keeps the hooks it was compiled with.
+
+        Raises:
+            TypeError: ``hook`` is not a ``GraphLifecycleHook``.
+        """
+        if not isinstance(hook, GraphLifecycleHook):
+            raise TypeError(
+                f"a lifecycle hook must be a GraphLifecycleHook, got {type(hook).__name__}"
+            )
+        self._lifecycle.append(hook)
+
+    @property
+    def lifecycle_hooks(self) -> list[GraphLifecycleHook]:
+        """The registered lifecycle hooks, in registration order (a copy)."""
+        return list(self._lifecycle)
 
     @property
     def validators(self) -> list[BaseValidator]:

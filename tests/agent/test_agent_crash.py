@@ -112,3 +112,63 @@ async def test_sigkill_then_resume_equals_uninterrupted(
         # the checkpointed tool-call answer was not asked for again on resume
         assert script.kinds.count("first") == 2  # crashed thread once, clean thread once
         await app.aclose()
+
+
+class EmitScript(Script):
+    """The model calls ``charge`` and ``report`` together; then answers."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            self.kinds.append("first")
+            return tool_calls(("charge", {"amount": 5}), ("report", {"what": "payment"}))
+        self.kinds.append("after_tool")
+        return text("Paid and reported.")
+
+
+def kill_while_reporting(llm: ScriptedLLMServer, db: Path, log: Path) -> int:
+    """Run the ``emit`` child until ``charge`` has finished and ``report`` hangs, SIGKILL it,
+    and let later ``report`` calls finish. Returns the child's exit code."""
+    slow = Path(str(log) + ".slow")
+    slow.touch()
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), llm.base_url, str(db), "crashed", "emit", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not (log.exists() and {"charge 5", "report start"} <= set(log.read_text().split("\n"))):
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.monotonic() < deadline, "the child never reached the report tool"
+        time.sleep(0.02)
+    time.sleep(0.3)  # charge finished before report hangs: its ledger entry has landed
+    proc.kill()
+    proc.wait(10)
+    slow.unlink()
+    return proc.returncode
+
+
+async def test_sigkill_during_a_tool_sending_progress(tmp_path: Path) -> None:
+    # Two tools in one step: ``charge`` finishes (ledger-recorded), ``report`` is killed while
+    # it streams progress. The resumed step answers ``charge`` from the ledger and runs
+    # ``report`` again (it never finished), and the thread equals an uninterrupted run.
+    script = EmitScript()
+    with ScriptedLLMServer(responder=script) as llm:
+        db, log = tmp_path / "t.db", tmp_path / "tools.log"
+        assert kill_while_reporting(llm, db, log) == -9
+        cp = SqliteCheckpointer(str(db))
+        app = build(llm.base_url, cp, str(log), structured=False)
+        cfg = {"thread_id": "crashed"}
+        before = await app.aget_state(cfg)
+        assert [m.role for m in before.context] == ["user", "assistant"]
+        chunks = [c async for c in app.astream(None, dict(cfg))]
+        progress = [c.data for c in chunks if c.data and c.data.get("status") == "tool_progress"]
+        assert [p["tool_name"] for p in progress] == ["report"]  # charge did not run again
+        resumed = await app.aget_state(cfg)
+        await app.ainvoke({"messages": ["pay 5"]}, {"thread_id": "clean"})
+        clean = await app.aget_state({"thread_id": "clean"})
+        assert summary(resumed) == summary(clean)
+        lines = log.read_text().splitlines()
+        assert lines.count("charge 5") == 2  # once per thread: never twice on the crashed one
+        assert lines.count("report start") == 3  # cut off once, re-run, and the clean run
+        await app.aclose()

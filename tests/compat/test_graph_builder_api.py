@@ -92,16 +92,22 @@ def test_context_manager_is_accepted_and_checked() -> None:
     assert info.value.error_code == "GRAPH_001" and "BaseContextManager" in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["container"])
-def test_documented_constructor_features_tenxgraph_lacks_are_refused(name: str) -> None:
-    StateGraph(Basket, **{name: None})  # the documented default means "not used"
-    with pytest.raises(UnsupportedArgumentError) as info:
-        StateGraph(Basket, **{name: object()})
-    assert info.value.error_code == "GRAPH_010"
-    assert "not supported yet" in str(info.value)
+def test_container_and_lifecycle_hook_take_only_their_types() -> None:
+    # Provided now (tests/compat/test_dependency_injection_api.py and
+    # test_lifecycle_hooks_api.py): a value of the wrong type is refused, None means "not used".
+    from tenxgraph.core.exceptions import GraphError
+
+    StateGraph(Basket, container=None)
+    with pytest.raises(GraphError) as info:
+        StateGraph(Basket, container=object())
+    assert info.value.error_code == "GRAPH_001"
+    basket_graph(Basket()).compile(lifecycle_hook=None)
+    with pytest.raises(GraphError) as info:
+        basket_graph(Basket()).compile(lifecycle_hook=object())
+    assert info.value.error_code == "GRAPH_001"
 
 
-@pytest.mark.parametrize("name", ["store", "media_store", "lifecycle_hook"])
+@pytest.mark.parametrize("name", ["store", "media_store"])
 def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
     g = basket_graph(Basket())
     g.compile(**{name: None})

@@ -147,3 +147,73 @@ def test_a_broken_exporter_never_reaches_the_caller() -> None:
     finally:
         setup_otel_metrics(None)
     assert c.value == 1
+
+
+def test_node_and_tool_metrics_use_the_documented_names(reader: InMemoryMetricReader) -> None:
+    # The how-to's agentflow.node.* / agentflow.tool.*, read as tenxgraph.*; node names unique
+    # to this test so other tests' runs in this process do not count.
+    import asyncio
+
+    from tenxgraph.core.exceptions import NodeTimeoutError
+    from tenxgraph.core.graph import StateGraph, ToolNode
+    from tenxgraph.core.state import AgentState, Message, ToolCallBlock
+    from tenxgraph.utils import END
+
+    node_ok, node_bad, node_tools = unique("ask"), unique("fail"), unique("tools")
+
+    def boom(city: str) -> str:
+        """Fails."""
+        raise ValueError("down")
+
+    def fine(city: str) -> str:
+        """Works."""
+        return city
+
+    def ask(state: AgentState) -> Message:
+        return Message(
+            role="assistant",
+            content=[
+                ToolCallBlock(id="c1", name="boom", args={"city": "x"}),
+                ToolCallBlock(id="c2", name="fine", args={"city": "y"}),
+            ],
+        )
+
+    async def slow(state: AgentState) -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    g = StateGraph()
+    g.add_node(node_ok, ask)
+    g.add_node(node_tools, ToolNode([boom, fine]))
+    g.add_node(node_bad, slow)
+    g.set_entry_point(node_ok)
+    g.add_edge(node_ok, node_tools)
+    g.add_edge(node_tools, node_bad)
+    g.add_edge(node_bad, END)
+    app = g.compile()
+    with pytest.raises(NodeTimeoutError):
+        app.invoke({"messages": ["go"]}, {"thread_id": unique("t"), "node_timeout": 0.2})
+
+    def by_node(name: str) -> dict[str, Any]:
+        return {
+            p.attributes["node"] + ":" + str(p.attributes.get("tool", "")): p.value
+            for p in points(reader, name)
+            if p.attributes["node"] in (node_ok, node_bad, node_tools)
+        }
+
+    assert by_node("tenxgraph.node.executions") == {
+        f"{node_ok}:": 1,
+        f"{node_tools}:": 1,
+        f"{node_bad}:": 1,
+    }
+    assert by_node("tenxgraph.node.errors") == {f"{node_bad}:": 1}
+    assert by_node("tenxgraph.node.timeouts") == {f"{node_bad}:": 1}
+    assert by_node("tenxgraph.tool.calls") == {f"{node_tools}:boom": 1, f"{node_tools}:fine": 1}
+    assert by_node("tenxgraph.tool.errors") == {f"{node_tools}:boom": 1}
+    durations = {
+        (p.attributes["node"], p.attributes["outcome"]): p.count
+        for p in points(reader, "tenxgraph.node.duration")
+        if p.attributes["node"] in (node_ok, node_bad)
+    }
+    assert durations == {(node_ok, "ok"): 1, (node_bad, "error"): 1}
+    assert snapshot()["counters"]["tenxgraph.tool.calls"] >= 2

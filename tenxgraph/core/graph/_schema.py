@@ -62,6 +62,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 
+from ._inject import injections_of, is_marker
+
 __all__ = [
     "INJECTED_PARAMS",
     "ToolSpec",
@@ -72,7 +74,7 @@ __all__ = [
 ]
 
 #: Parameter names ``ToolNode`` fills in itself; never shown to the model.
-INJECTED_PARAMS: frozenset[str] = frozenset({"tool_call_id", "state", "config"})
+INJECTED_PARAMS: frozenset[str] = frozenset({"tool_call_id", "state", "config", "emit"})
 
 _SECTION_RE = re.compile(
     r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Kwargs|Returns|Return|"
@@ -403,6 +405,8 @@ class ToolSpec:
         tags: tags from ``@tool(tags=...)`` and a ``__tags__`` attribute (for
             ``ToolNode.all_tools(tags=...)`` and ``Agent(tools_tags=...)``).
         metadata: the full ``@tool`` metadata dict (empty for a plain function).
+        di: the ``Inject[T]`` parameters ``(name, key, optional)``, resolved from the graph's
+            InjectQ container at each call and hidden from the model.
     """
 
     name: str
@@ -416,6 +420,7 @@ class ToolSpec:
     arg_names: tuple[str, ...] = ()
     tags: frozenset[str] = frozenset()
     metadata: dict[str, Any] = field(default_factory=dict)
+    di: tuple[Any, ...] = ()
 
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validate and coerce the model's arguments into keyword arguments for ``func``.
@@ -564,6 +569,8 @@ def build_tool_spec(func: Callable[..., Any]) -> ToolSpec:
             if pname in INJECTED_PARAMS:
                 injected.add(pname)
                 continue
+            if param.default is not param.empty and is_marker(param.default):
+                continue  # an Inject[T] service: resolved at call time, not the model's
             hint = hints.get(pname, param.annotation)
             if isinstance(hint, str):  # unresolved forward reference
                 hint = Any
@@ -620,6 +627,7 @@ def build_tool_spec(func: Callable[..., Any]) -> ToolSpec:
         arg_names=tuple(arg_names),
         tags=frozenset(meta.get("tags") or ()) | _legacy_tags(func),
         metadata=meta,
+        di=injections_of(func),
     )
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 import pydantic
@@ -47,7 +47,11 @@ from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .base_agent import BaseAgent
 from .tool_node import ToolNode
+
+if TYPE_CHECKING:
+    from tenxgraph.core.skills import SkillConfig, SkillsRegistry
 
 __all__ = ["Agent", "fill_placeholders"]
 
@@ -209,7 +213,7 @@ class _Circuit:
         self.opened_at: float | None = None
 
 
-class Agent:
+class Agent(BaseAgent):
     """A node calling a chat model (10xGraph-compatible ``Agent``).
 
     Args:
@@ -261,6 +265,11 @@ class Agent:
             tried in order when the model raises ``ModelError``.
         timeout_s: seconds per HTTP request for a model given by name (default: the
             process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
+        skills: a ``tenxgraph.core.skills.SkillConfig``. ``mode="on-demand"``: a system message
+            lists the skills of ``skills_dir`` (``inject_trigger_table``) and the tool node gets
+            a ``set_skill`` tool returning a skill's instructions (it needs ``tool_node``).
+            ``mode="session"``: the skill named by the state field ``preload_from`` is sent as
+            a system message. ``skills_dir=None`` disables skills.
         **model_params: sampling parameters (``temperature``, ``max_tokens``, ``top_p``,
             ``stop``, ``tool_choice``...): sent with each request for a model name, passed as
             keyword arguments to ``agenerate`` for a model object.
@@ -272,11 +281,14 @@ class Agent:
 
     Raises:
         UnsupportedArgumentError: ``GRAPH_010`` for options tenxgraph does not implement
-            (``api_style="responses"``, ``skills``, ``memory``, ``multimodal_config``, media
+            (``api_style="responses"``, ``memory``, ``multimodal_config``, media
             ``output_type`` s, providers other than OpenAI-compatible), ``GRAPH_009`` for a
             malformed ``retry_config`` / ``reasoning_config``.
-        GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, or ``output_schema``
-            is not a Pydantic model class.
+        GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, ``output_schema``
+            is not a Pydantic model class, ``skills`` is not a ``SkillConfig``, or on-demand
+            skills without a tool node.
+        ValidationError: ``VALIDATION_000`` ``skills_dir`` is not a directory or two skills
+            share a name.
         TypeError: ``model`` is neither a string nor a chat model.
     """
 
@@ -314,7 +326,6 @@ class Agent:
         if api_style != "chat":
             raise _unsupported("api_style", "only the chat-completions API is spoken")
         for name, value in (
-            ("skills", skills),
             ("memory", memory),
             ("multimodal_config", multimodal_config),
         ):
@@ -383,6 +394,96 @@ class Agent:
         self.tools_tags: set[str] | None = set(tools_tags) if tools_tags else None
         self.system_prompt: list[Message] = [_prompt_message(p) for p in (system_prompt or ())]
         self.extra_messages: list[Message] = list(extra_messages or ())
+        self.skills: SkillConfig | None = None
+        self._skills: SkillsRegistry | None = None
+        self._set_skill: Callable[..., str] | None = None
+        if skills is not None:
+            self._setup_skills(skills)
+
+    # -- skills (tenxgraph.core.skills) --------------------------------------------------------
+    def _setup_skills(self, skills: Any) -> None:
+        from tenxgraph.core.skills import SkillConfig, SkillsRegistry
+
+        if not isinstance(skills, SkillConfig):
+            raise GraphError(
+                "Agent(skills=...) takes a tenxgraph.core.skills.SkillConfig, got "
+                f"{type(skills).__name__}",
+                error_code="GRAPH_001",
+                context={"parameter": "skills"},
+            )
+        self.skills = skills
+        if skills.skills_dir is None:
+            return  # documented: None disables skills
+        registry = SkillsRegistry()
+        registry.discover(skills.skills_dir)
+        self._skills = registry
+        if skills.mode == "on-demand":
+            if self.tool_node is None and self.tool_node_ref is None:
+                raise GraphError(
+                    "Agent(skills=SkillConfig(mode='on-demand')) needs a tool node to run the "
+                    "set_skill tool; pass tool_node=ToolNode([...]) or the name of the graph's "
+                    "ToolNode (or use mode='session')",
+                    error_code="GRAPH_001",
+                    context={"parameter": "skills"},
+                )
+            self._set_skill = registry.build_set_skill_tool(hot_reload=skills.hot_reload)
+            if self.tool_node is not None:
+                self._attach_set_skill(self.tool_node)
+
+    def _attach_set_skill(self, node: ToolNode) -> None:
+        if self._set_skill is not None and node.get_tool("set_skill") is None:
+            node.add_tool(self._set_skill)
+
+    def get_tool_node(self) -> ToolNode | None:
+        """The tool node whose tools are offered, with the ``set_skill`` tool of on-demand
+        skills attached (10xGraph's ``agent.get_tool_node()``).
+
+        Returns:
+            The ``ToolNode`` given (or, inside a graph run, the one named by ``tool_node``),
+            or ``None`` when the agent has no tools.
+
+        Raises:
+            GraphError: ``GRAPH_004`` as :meth:`resolve_tool_node`.
+        """
+        node = self.resolve_tool_node()
+        if node is not None:
+            self._attach_set_skill(node)
+        return node
+
+    def _skill_messages(self, state: Any) -> list[Message]:
+        """The system messages skills add: the trigger table (on-demand) or the session's
+        skill (session mode).
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` when the session's state field is missing or
+                names no skill.
+        """
+        cfg, registry = self.skills, self._skills
+        if cfg is None or registry is None or cfg.skills_dir is None:
+            return []
+        if cfg.hot_reload:
+            registry.discover(cfg.skills_dir)
+        if cfg.mode == "on-demand":
+            table = registry.build_trigger_table() if cfg.inject_trigger_table else ""
+            return [Message.text_message(table, role="system")] if table else []
+        field = cfg.preload_from
+        assert field is not None
+        if not hasattr(state, field):
+            raise ValidationError(
+                f"SkillConfig(preload_from={field!r}): the state has no field {field!r}",
+                context={"field": field},
+            )
+        name = getattr(state, field)
+        if not name:
+            return []
+        if str(name) not in registry:
+            raise ValidationError(
+                f"state.{field} names skill {name!r}, which is not in {cfg.skills_dir!r} "
+                f"(known: {', '.join(registry.names()) or 'none'})",
+                context={"field": field},
+            )
+        content = registry.load_content(str(name), hot_reload=cfg.hot_reload)
+        return [Message.text_message(content, role="system")]
 
     def _make_model(
         self,
@@ -456,6 +557,8 @@ class Agent:
             else m
             for m in self.system_prompt
         ]
+        if self.skills is not None:
+            messages.extend(self._skill_messages(state))
         summary = getattr(state, "context_summary", None)
         if summary:
             messages.append(
@@ -538,12 +641,16 @@ class Agent:
                 skipped.append(self._target(model)[1])
                 continue
             kwargs = {**self._model_kwargs, **extra}
+            streaming = stream and callable(getattr(model, "astream", None))
+            events = _ModelEvents(self._target(model)[1], streaming)
+            await events.start()
             try:
-                if stream and callable(getattr(model, "astream", None)):
+                if streaming:
                     final: Message | None = None
                     streaming = cast(_StreamingModel, model)  # astream checked just above
                     async for msg in streaming.astream(messages, tools or None, **kwargs):
                         if msg.delta:
+                            await events.delta(msg)
                             yield msg
                         else:
                             final = msg
@@ -557,9 +664,11 @@ class Agent:
                     msg = await model.agenerate(messages, tools or None, **kwargs)
             except ModelError as exc:
                 self._record(model, ok=False)
+                await events.error(exc)
                 last = exc
                 continue
             self._record(model, ok=True)
+            await events.result(msg)
             if not isinstance(msg, Message):
                 raise ModelError(
                     f"the chat model {type(model).__name__} returned a "
@@ -626,8 +735,13 @@ class Agent:
                 ``trim_context=True`` without a context manager.
             ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no field.
         """
-        tool_node = self.resolve_tool_node()
+        tool_node = (
+            self.get_tool_node() if self._set_skill is not None else self.resolve_tool_node()
+        )
         tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
+        if tools is not None and self._set_skill is not None and self.tools_tags:
+            # set_skill carries no tag: offered whatever tools_tags selects
+            tools += [t for t in tool_node.tool_schemas() if t["function"]["name"] == "set_skill"]
         shown, updates = await self._visible_state(state)
         messages = self.build_messages(shown)
         extra = {"response_format": self._schema_format()} if self.output_schema else {}
@@ -733,6 +847,12 @@ class Agent:
         start = len(messages)
         while start > 0 and messages[start - 1].role == "user":
             start -= 1
+        run = current_run()
+        checked = run.validated if run is not None else {}
+        if checked and start < len(messages):
+            if all(m.message_id in checked for m in messages[start:]):
+                # The graph validated this run's input already: send its copies.
+                return [*messages[:start], *(checked[m.message_id] for m in messages[start:])]
         newest = [m.model_copy(deep=True) for m in messages[start:]]
         if not await cbm.execute_validators(newest):
             from tenxgraph.utils.validators import ValidationError as InputRefused
@@ -854,3 +974,76 @@ class Agent:
     async def execute(self, state: Any, config: dict[str, Any] | None = None) -> Message:
         """10xGraph's name for :meth:`__call__`."""
         return await self(state, config)
+
+
+class _ModelEvents:
+    """The publisher events of one model request (``LLM_CALL`` start / result / error and a
+    ``STREAMING`` progress event per token delta); nothing is built when the running graph
+    has no publisher. Message contents are never put in an event: sizes and counts only."""
+
+    __slots__ = ("chunks", "model", "publisher", "stream")
+
+    def __init__(self, model: str, stream: bool) -> None:
+        from tenxgraph.core._publish import run_publisher
+
+        self.publisher = run_publisher()
+        self.model = model
+        self.stream = stream
+        self.chunks = 0
+
+    async def _send(self, event: Any, event_type: Any, content_type: Any, **data: Any) -> None:
+        from tenxgraph.core._publish import publish_in_run
+
+        await publish_in_run(event, event_type, content_type, model=self.model, **data)
+
+    async def start(self) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        await self._send(Event.LLM_CALL, EventType.START, ContentType.STATE, stream=self.stream)
+
+    async def delta(self, msg: Message) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        self.chunks += 1
+        await self._send(
+            Event.STREAMING,
+            EventType.PROGRESS,
+            ContentType.TEXT,
+            index=self.chunks - 1,
+            chars=len(msg.text()),
+        )
+
+    async def result(self, msg: Any) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        calls = msg.tool_calls() if isinstance(msg, Message) else []
+        usage = getattr(msg, "usages", None)
+        await self._send(
+            Event.LLM_CALL,
+            EventType.RESULT,
+            ContentType.TOOL_CALL if calls else ContentType.MESSAGE,
+            stream=self.stream,
+            chunks=self.chunks,
+            tool_calls=len(calls),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+        )
+
+    async def error(self, exc: BaseException) -> None:
+        if self.publisher is None:
+            return
+        from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+        await self._send(
+            Event.LLM_CALL,
+            EventType.ERROR,
+            ContentType.ERROR,
+            error_type=type(exc).__name__,
+            error_code=getattr(exc, "error_code", None),
+        )

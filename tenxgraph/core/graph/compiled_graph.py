@@ -23,6 +23,7 @@ from tenxgraph.utils.constants import ResponseGranularity
 from ._ids import prepare_run_config
 
 if TYPE_CHECKING:
+    from tenxgraph.core._lifecycle import LifecycleHooks
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateSnapshot
 
     from .state_graph import StateGraph
@@ -71,6 +72,9 @@ class CompiledGraph(Generic[StateT]):
         self.context_manager = builder.context_manager
         #: callbacks around model and tool calls (``compile(callback_manager=)``), or ``None``
         self.callback_manager: Any = None
+        #: graph lifecycle hooks (``compile(lifecycle_hook=)`` and the callback manager's), or
+        #: ``None`` when there are none
+        self.lifecycle_hooks: LifecycleHooks | None = None
         #: thread -> UNIX time of the newest in-process stop request (see ``astop``)
         self._local_stops: dict[ThreadKey, float] = {}
         self._running: dict[ThreadKey, int] = {}

@@ -147,6 +147,8 @@ class Node:
             ``task_manager``), ``generated_id`` (the run id) and ``generated_id_type`` (the
             id generator's ``IDType`` value, ``"string"`` without one).
         owner: the ``StateGraph`` the node belongs to (source of what is injected).
+        di: the ``Inject[T]`` parameters, resolved from the graph's InjectQ container at each
+            call (``tenxgraph.core.graph._inject``).
     """
 
     name: str
@@ -158,6 +160,7 @@ class Node:
     generator: str | None = None
     inject: tuple[tuple[str, str], ...] = ()
     owner: Any = None
+    di: tuple[Any, ...] = ()
 
     @classmethod
     def build(cls, name: str, func: Any, owner: Any = None) -> Node:
@@ -184,8 +187,19 @@ class Node:
         ws, wc, ia = _declared(func)
         names = _param_names(func)
         positional = not ("state" in names or "config" in names)
+        from ._inject import injections_of
+
         return cls(
-            name, func, ws, wc, ia, positional, _generator_kind(func), _injections(func), owner
+            name,
+            func,
+            ws,
+            wc,
+            ia,
+            positional,
+            _generator_kind(func),
+            _injections(func),
+            owner,
+            injections_of(func),
         )
 
     def _injected(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +215,18 @@ class Node:
         return values
 
     def _args(self, state: Any, config: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        args, kwargs = self._base_args(state, config)
+        if self.di:
+            from ._inject import resolve
+
+            # Resolved at each call (a factory binding gives a new value per call); raises
+            # GraphError GRAPH_001 for a missing non-optional service.
+            kwargs.update(resolve(self.owner, self.di, f"node {self.name!r}"))
+        return args, kwargs
+
+    def _base_args(
+        self, state: Any, config: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if self.positional:
             extra = self._injected(config) if self.inject else {}
             if not self.wants_state:
@@ -212,6 +238,19 @@ class Node:
         if self.wants_config:
             kwargs["config"] = config
         return (), kwargs
+
+    def _in_container(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` run with the graph's container current (``InjectQ.get_instance()``)."""
+        container = getattr(self.owner, "container", None)
+        if container is None:
+            return fn
+        from injectq.core.context import ContainerContext
+
+        def run_in(*a: Any, **kw: Any) -> Any:
+            with ContainerContext.use(container):
+                return fn(*a, **kw)
+
+        return run_in
 
     def open_generator(self, state: Any, config: dict[str, Any]) -> Any:
         """Start a generator node and return an async iterator over what it yields.
@@ -231,6 +270,14 @@ class Node:
     async def __call__(self, state: Any, config: dict[str, Any]) -> Any:
         """Call the node with the arguments it declares; sync nodes run in a worker thread."""
         args, kwargs = self._args(state, config)
+        if getattr(self.owner, "container", None) is not None:
+            from injectq.core.context import ContainerContext
+
+            if self.is_async:
+                with ContainerContext.use(self.owner.container):
+                    return await self.func(*args, **kwargs)
+            call = self._in_container(self.func)
+            return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
         if self.is_async:
             return await self.func(*args, **kwargs)
         return await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))

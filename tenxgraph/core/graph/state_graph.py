@@ -20,6 +20,7 @@ from .node import Node
 if TYPE_CHECKING:
     from tenxgraph.runtime.publisher import BasePublisher
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+    from tenxgraph.utils.lifecycle import GraphLifecycleHook
 
     from .compiled_graph import CompiledGraph
 
@@ -28,15 +29,12 @@ __all__ = ["ConditionalEdge", "StateGraph"]
 StateT = TypeVar("StateT", bound=AgentState)
 
 #: Documented 10xGraph constructor arguments whose features tenxgraph does not provide.
-_STATEGRAPH_NOT_SUPPORTED = {
-    "container": "InjectQ dependency injection is not implemented",
-}
+_STATEGRAPH_NOT_SUPPORTED: dict[str, str] = {}
 
 #: Documented 10xGraph ``compile()`` arguments whose features tenxgraph does not provide.
 _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
     "media_store": "media stores are not part of tenxgraph",
-    "lifecycle_hook": "graph lifecycle hooks (GraphLifecycleHook) are not implemented in tenxgraph yet",
 }
 
 #: Run settings some 10xGraph pages pass to ``compile()``; the graph reference makes them
@@ -74,9 +72,12 @@ class StateGraph(Generic[StateT]):
             ``None``: uuid4 strings.
         publisher: a ``BasePublisher`` that receives the events of every run
             (``tenxgraph.runtime.publisher``; ``OtelPublisher`` makes them spans).
-        **kwargs: 10xGraph's documented argument ``container`` names a feature tenxgraph does
-            not provide; ``None`` (its default) is accepted, anything else is refused
-            (``GRAPH_010``).
+        container: an ``injectq.InjectQ`` container: node and tool parameters declared
+            ``name: T = Inject[T]`` receive what it binds to ``T``, and ``compile()`` binds the
+            graph's objects in it (``tenxgraph.core.graph._inject``); it is made InjectQ's
+            current container (``InjectQ.get_instance()`` returns it, also inside the graph's
+            nodes). Default ``None``: InjectQ's global container.
+        **kwargs: nothing else is accepted (``GRAPH_009``).
 
     Attributes:
         task_manager (BackgroundTaskManager): this graph's background tasks; injected into
@@ -85,7 +86,8 @@ class StateGraph(Generic[StateT]):
     Raises:
         GraphError: ``GRAPH_001`` when ``state`` is not an ``AgentState`` class or instance,
             ``context_manager`` is not a ``BaseContextManager``, ``id_generator`` is not a
-            ``BaseIDGenerator`` or ``publisher`` not a ``BasePublisher``.
+            ``BaseIDGenerator``, ``publisher`` not a ``BasePublisher`` or ``container`` not
+            an ``injectq.InjectQ``.
         UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument,
             ``GRAPH_010`` for a documented argument whose feature is not provided.
 
@@ -99,14 +101,21 @@ class StateGraph(Generic[StateT]):
         context_manager: BaseContextManager[Any] | None = None,
         id_generator: BaseIDGenerator | None = None,
         publisher: BasePublisher | None = None,
+        container: Any = None,
         **kwargs: Any,
     ) -> None:
         check_arguments(
             "StateGraph",
             kwargs,
-            ("state", "context_manager", "id_generator", "publisher"),
+            ("state", "context_manager", "id_generator", "publisher", "container"),
             _STATEGRAPH_NOT_SUPPORTED,
         )
+        from ._inject import check_container
+
+        #: the injectq container of ``Inject[T]`` parameters (``None``: InjectQ's global one)
+        self.container = check_container(container)
+        if self.container is not None:
+            self.container.activate()
         if context_manager is not None and not isinstance(context_manager, BaseContextManager):
             raise GraphError(
                 "StateGraph(context_manager=...) takes a BaseContextManager (e.g. "
@@ -322,6 +331,7 @@ class StateGraph(Generic[StateT]):
         callback_manager: Any = None,
         id_generator: BaseIDGenerator | None = None,
         publisher: BasePublisher | None = None,
+        lifecycle_hook: GraphLifecycleHook | None = None,
         **kwargs: Any,
     ) -> CompiledGraph[StateT]:
         """Validate and return a runnable graph.
@@ -341,18 +351,26 @@ class StateGraph(Generic[StateT]):
                 this builder afterwards use it too).
             publisher: this compiled graph's publisher (default: the builder's, from
                 ``StateGraph(publisher=...)`` or ``setup_tracing``).
-            **kwargs: 10xGraph's documented arguments ``store``, ``media_store`` and
-                ``lifecycle_hook`` name features tenxgraph does not provide; ``None`` is
-                accepted, anything else is refused (``GRAPH_010``).
+            lifecycle_hook: a ``tenxgraph.utils.callbacks.GraphLifecycleHook`` called at the
+                run's structural points (``tenxgraph.utils.lifecycle``), before the hooks
+                registered on ``callback_manager`` (``register_lifecycle_hook``; those
+                registered by ``compile()`` time count).
+            **kwargs: 10xGraph's documented arguments ``store`` and ``media_store`` name
+                features tenxgraph does not provide; ``None`` is accepted, anything else is
+                refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
                 pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
         Raises:
-            GraphError: see :meth:`validate`.
+            GraphError: see :meth:`validate`; ``GRAPH_001`` when ``callback_manager`` or
+                ``lifecycle_hook`` has the wrong type.
             UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument or a
                 negative / non-numeric ``shutdown_timeout``, ``GRAPH_010`` for a documented
                 argument whose feature is not provided.
         """
+        from tenxgraph.core._lifecycle import build_hooks
+
+        from ._inject import bind_graph
         from .compiled_graph import CompiledGraph
 
         check_arguments(
@@ -366,6 +384,7 @@ class StateGraph(Generic[StateT]):
                 "callback_manager",
                 "id_generator",
                 "publisher",
+                "lifecycle_hook",
             ),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
@@ -415,6 +434,8 @@ class StateGraph(Generic[StateT]):
             self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout)
         )
         app.callback_manager = callback_manager
+        app.lifecycle_hooks = build_hooks(lifecycle_hook, callback_manager)
+        bind_graph(app)
         if publisher is not None:
             app.publisher = _check_publisher(publisher)
         return app

@@ -76,10 +76,13 @@ dataclasses, dates, enums... are converted to their JSON form), a ``Message``, o
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import hashlib
 import inspect
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -89,8 +92,11 @@ import anyio
 import orjson
 import pydantic
 import pydantic_core
+import sniffio
 
 from tenxgraph.core._context import _TOOL_CALL, RunContext, ToolCallContext, current_run
+from tenxgraph.core._publish import run_publisher
+from tenxgraph.core._run_metrics import tool_finished
 from tenxgraph.core.exceptions import (
     GraphError,
     LedgerWriteError,
@@ -303,6 +309,45 @@ class ToolNode:
         return self.tool_schemas(tags)
 
     # -- execution ---------------------------------------------------------------------------------
+    def _emits(self) -> bool:
+        """Whether a tool of this node declares ``emit`` (a ``StreamEmitter``)."""
+        return any("emit" in spec.injected for spec in self._tools.values())
+
+    async def node_stream(self, state: Any, config: dict[str, Any] | None = None) -> Any:
+        """The node as the graph runs it: the progress chunks of tools declaring ``emit``
+        (``StreamChunk`` items, while the tools run when the run streams on asyncio), then
+        ``[result]``, ``result`` being what :meth:`__call__` returns.
+
+        Args:
+            state: the graph state.
+            config: the run's config.
+
+        Yields:
+            ``StreamChunk`` progress chunks, then a one-item list holding the node's result.
+
+        Raises:
+            LedgerWriteError, StorageError: as :meth:`__call__`.
+        """
+        run = current_run()
+        if run is None or not run.stream or not self._emits():
+            yield [await self(state, config)]
+            return
+        if sniffio.current_async_library() != "asyncio":
+            # No task outliving one step of this generator under trio: the chunks follow the
+            # calls instead of accompanying them.
+            buffered: list[Any] = []
+            token = _EMIT_SINK.set(buffered.append)
+            try:
+                result = await self(state, config)
+            finally:
+                _EMIT_SINK.reset(token)
+            for chunk in buffered:
+                yield chunk
+            yield [result]
+            return
+        async for item in _live(self, state, config):
+            yield item
+
     async def __call__(self, state: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the pending tool calls of the last assistant message of ``state.context``.
 
@@ -436,13 +481,26 @@ class ToolNode:
                     if run is not None:
                         run.stats["ledger_hits"] = run.stats.get("ledger_hits", 0) + 1
                     return recorded
-            token = _TOOL_CALL.set(
-                ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
-            )
+            tool_ctx = ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
+            token = _TOOL_CALL.set(tool_ctx)
+            publishing = run_publisher() is not None
+            if publishing:
+                await _tool_event(call, "start")
+            started = time.perf_counter()
+            node_name = run.node if run is not None else ""
             try:
                 outcome = await self._execute(spec, call, key, state, config, sp)
+            except Exception as exc:
+                tool_finished(node_name, call.name, started, True, tool_ctx.timed_out)
+                if publishing:
+                    await _tool_event(call, "error", exc=exc)
+                raise
             finally:
                 _TOOL_CALL.reset(token)
+            failed = _is_error_outcome(outcome[0])
+            tool_finished(node_name, call.name, started, failed, tool_ctx.timed_out)
+            if publishing:
+                await _tool_event(call, "result", failed=failed)
             if run is not None:
                 run.stats["tool_runs"] = run.stats.get("tool_runs", 0) + 1
             data = self._encode(outcome, call, key)
@@ -604,6 +662,10 @@ class ToolNode:
             kwargs["state"] = state
         if "config" in spec.injected:
             kwargs["config"] = config
+        if "emit" in spec.injected:
+            kwargs["emit"] = _emitter(call, config)
+        if spec.di:
+            kwargs.update(_services(spec))
         scope: anyio.CancelScope | None = None
         try:
             with anyio.fail_after(timeout_s) as scope:
@@ -622,6 +684,9 @@ class ToolNode:
             if recovered is not None:
                 value = recovered
             elif isinstance(exc, TimeoutError) and scope is not None and scope.cancel_called:
+                tool_ctx = _TOOL_CALL.get()
+                if tool_ctx is not None:
+                    tool_ctx.timed_out = True
                 _tool_failed(sp, call, exc)
                 return _only(
                     [_error_message(call, key, f"tool {call.name!r} timed out after {timeout_s} s")]
@@ -825,6 +890,121 @@ def _result_messages(value: Any, call: ToolCallBlock, key: str) -> list[Message]
             meta={"tool_name": call.name},
         )
     ]
+
+
+def _is_error_outcome(messages: list[Message]) -> bool:
+    """Whether a call's answer reports a failure (an error tool result)."""
+    return any(isinstance(b, ToolResultBlock) and b.is_error for m in messages for b in m.content)
+
+
+#: Where a running tool's ``StreamEmitter`` puts its chunks (set by ``ToolNode.node_stream``
+#: in the context of the calls; ``None``: no emitter, the tool gets ``emit=None``).
+_EMIT_SINK: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar(
+    "tenxgraph_emit_sink", default=None
+)
+
+
+def _emitter(call: ToolCallBlock, config: dict[str, Any]) -> Any:
+    """The ``StreamEmitter`` of a call, or ``None`` when nothing consumes the stream."""
+    sink = _EMIT_SINK.get()
+    if sink is None:
+        return None
+    from tenxgraph.core.state.stream_emitter import StreamEmitter
+
+    run = current_run()
+    thread = config.get("thread_id")
+    run_id = config.get("run_id")
+    return StreamEmitter(
+        call.name,
+        call.id,
+        run.node if run is not None else "",
+        None if thread is None else str(thread),
+        None if run_id is None else str(run_id),
+        sink,
+        run.step if run is not None else 0,
+    )
+
+
+async def _live(node: ToolNode, state: Any, config: dict[str, Any] | None) -> Any:
+    """Run ``node``'s calls in an asyncio task and yield their progress chunks as they come,
+    then ``[result]``. The task gets a copy of this context (the run, the sink); it is
+    cancelled, and awaited (shielded, at most 10 s), if this generator is closed early."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    loop_thread = threading.get_ident()
+
+    def send(chunk: Any) -> None:
+        if threading.get_ident() == loop_thread:
+            queue.put_nowait(chunk)
+        else:  # a sync tool in a worker thread
+            loop.call_soon_threadsafe(queue.put_nowait, chunk)
+
+    ctx = contextvars.copy_context()
+    ctx.run(_EMIT_SINK.set, send)
+    task = loop.create_task(node(state, config), context=ctx)
+    try:
+        while not task.done():
+            getter = loop.create_task(queue.get())
+            try:
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                yield getter.result()
+        while not queue.empty():
+            yield queue.get_nowait()
+        result = task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await asyncio.wait({task})
+    yield [result]
+
+
+async def _tool_event(
+    call: ToolCallBlock,
+    phase: str,
+    failed: bool = False,
+    exc: BaseException | None = None,
+) -> None:
+    """Publish a ``TOOL_EXECUTION`` event of a call that runs (not of a ledger replay):
+    ``START`` before it, ``RESULT`` after it (``is_error`` when the model is answered with an
+    error), ``ERROR`` when it stops the run. Arguments and results are not included."""
+    from tenxgraph.core._publish import publish_in_run
+    from tenxgraph.runtime.publisher.events import ContentType, Event, EventType
+
+    data: dict[str, Any] = {"tool_name": call.name, "tool_call_id": call.id}
+    if phase == "start":
+        await publish_in_run(Event.TOOL_EXECUTION, EventType.START, ContentType.TOOL_CALL, **data)
+    elif phase == "result":
+        await publish_in_run(
+            Event.TOOL_EXECUTION, EventType.RESULT, ContentType.TOOL_RESULT, is_error=failed, **data
+        )
+    else:
+        await publish_in_run(
+            Event.TOOL_EXECUTION,
+            EventType.ERROR,
+            ContentType.ERROR,
+            error_type=type(exc).__name__,
+            error_code=getattr(exc, "error_code", None),
+            **data,
+        )
+
+
+def _services(spec: ToolSpec) -> dict[str, Any]:
+    """The ``Inject[T]`` arguments of a tool, from the running graph's InjectQ container
+    (InjectQ's current one outside a graph).
+
+    Raises:
+        GraphError: ``GRAPH_001`` when a non-optional service is not bound.
+    """
+    from ._inject import resolve
+
+    run = current_run()
+    builder = getattr(getattr(run, "graph", None), "builder", None)
+    return resolve(builder, spec.di, f"tool {spec.name!r}")
 
 
 def _tool_callbacks(call: ToolCallBlock) -> tuple[Any, Any, dict[str, Any]]:
