@@ -52,7 +52,7 @@ class RunContext:
     interrupt_seq: int = 0
     stream: bool = False
     graph: Any = None
-    validated: dict[str, Any] = field(default_factory=dict)
+    validated: dict[str | int, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

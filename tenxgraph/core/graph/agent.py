@@ -647,8 +647,8 @@ class Agent(BaseAgent):
             try:
                 if streaming:
                     final: Message | None = None
-                    streaming = cast(_StreamingModel, model)  # astream checked just above
-                    async for msg in streaming.astream(messages, tools or None, **kwargs):
+                    streamer = cast(_StreamingModel, model)  # astream checked just above
+                    async for msg in streamer.astream(messages, tools or None, **kwargs):
                         if msg.delta:
                             await events.delta(msg)
                             yield msg
@@ -739,7 +739,12 @@ class Agent(BaseAgent):
             self.get_tool_node() if self._set_skill is not None else self.resolve_tool_node()
         )
         tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
-        if tools is not None and self._set_skill is not None and self.tools_tags:
+        if (
+            tool_node is not None
+            and tools is not None
+            and self._set_skill is not None
+            and self.tools_tags
+        ):
             # set_skill carries no tag: offered whatever tools_tags selects
             tools += [t for t in tool_node.tool_schemas() if t["function"]["name"] == "set_skill"]
         shown, updates = await self._visible_state(state)

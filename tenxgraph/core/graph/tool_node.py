@@ -85,7 +85,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -925,7 +925,9 @@ def _emitter(call: ToolCallBlock, config: dict[str, Any]) -> Any:
     )
 
 
-async def _live(node: ToolNode, state: Any, config: dict[str, Any] | None) -> Any:
+async def _live(
+    node: ToolNode, state: Any, config: dict[str, Any] | None
+) -> AsyncGenerator[Any, None]:
     """Run ``node``'s calls in an asyncio task and yield their progress chunks as they come,
     then ``[result]``. The task gets a copy of this context (the run, the sink); it is
     cancelled, and awaited (shielded, at most 10 s), if this generator is closed early."""
