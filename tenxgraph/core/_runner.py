@@ -54,7 +54,7 @@ from ._publish import publish_event
 from .graph.node import call_with_params
 
 if TYPE_CHECKING:
-    from tenxgraph.storage.checkpointer.base import Loaded
+    from tenxgraph.records import Loaded
 
     from .graph.compiled_graph import CompiledGraph
 

@@ -45,18 +45,17 @@ import anyio
 from opentelemetry import trace
 
 from tenxgraph.core.exceptions import StorageError
-from tenxgraph.telemetry import ATTR, EVENT
-
-from .base import (
-    CacheTier,
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     StoredCheckpoint,
-    StoreTier,
     ThreadInfo,
     ThreadKey,
     ranges_len,
 )
+from tenxgraph.telemetry import ATTR, EVENT
+
+from .base import CacheTier, StoreTier
 
 __all__ = ["LayeredStore"]
 

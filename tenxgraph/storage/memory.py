@@ -46,16 +46,16 @@ from tenxgraph.core.exceptions import (
     forbidden,
     stale,
 )
-from tenxgraph.storage import serde
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
-    threads_from_rows,
 )
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import threads_from_rows
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
 __all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]

@@ -78,11 +78,7 @@ from tenxgraph.core.exceptions import (
     redact,
     stale,
 )
-from tenxgraph.storage import _sql, serde
-from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
-from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
-from tenxgraph.storage._tasks import keep_task
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
@@ -90,9 +86,12 @@ from tenxgraph.storage.base import (
     ThreadInfo,
     ThreadKey,
     ranges_len,
-    report_skipped,
-    threads_from_rows,
 )
+from tenxgraph.storage import _sql, serde
+from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
+from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
+from tenxgraph.storage._tasks import keep_task
+from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, span
 
@@ -334,6 +333,7 @@ class PostgresStore:
         self._q = q
         self._q_cas = q["CHECKPOINT_CAS"]
         self._q_create = q["CHECKPOINT_CREATE"]
+        self._q_since = q["READ_SINCE"]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -1089,6 +1089,70 @@ class PostgresStore:
                 next_seq=next_seq,
                 status=status,
                 created_at=created_at,
+            )
+
+    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against a cached copy ``known``: one
+        statement (``READ_SINCE``), one round trip, whatever the thread's length.
+
+        Args:
+            key: thread and owner scope.
+            known: the copy a cache holds (its ``version`` and ``created_at`` name it; its
+                ``messages`` are reused when the thread only appended since).
+
+        Returns:
+            ``known`` itself when it is still the latest version; else the latest version with
+            its complete message list (the copy's messages followed by the new rows when the
+            thread only appended, ``decoded`` carried over so only the new rows need decoding);
+            ``None`` when the thread does not exist or another user owns it.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+            StorageError: ``STORAGE_000`` on another failure, or when a version's message rows
+                are missing (a damaged database).
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            rows = await self._fetch(
+                self._q_since,
+                {
+                    "thread_id": key.thread_id,
+                    "owner": key.user_id,
+                    "known_version": known.version,
+                    "known_created_at": known.created_at,
+                    "delta_ok": known.messages is not None,
+                },
+            )
+            if not rows:
+                sp.set_attribute(ATTR.HIT, False)
+                return None
+            v, values, flat, next_seq, status, created_at, base, messages = rows[0]
+            sp.set_attribute(ATTR.HIT, True)
+            sp.set_attribute(ATTR.VERSION, v)
+            if base < 0:
+                return known
+            ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
+            decoded = None
+            if base > 0 and known.messages is not None:
+                messages = known.messages + messages
+                decoded = known.decoded
+            if len(messages) != ranges_len(ranges):
+                raise StorageError(
+                    f"version {v} of thread {key.thread_id!r} references message rows that "
+                    "do not exist; the database was modified outside tenxgraph",
+                    context={"thread_id": key.thread_id, "version": v},
+                )
+            return StoredCheckpoint(
+                thread_id=key.thread_id,
+                user_id=key.user_id,
+                version=v,
+                values=values,
+                ranges=ranges,
+                messages=messages,
+                next_seq=next_seq,
+                status=status,
+                created_at=created_at,
+                decoded=decoded,
             )
 
     async def current_version(self, key: ThreadKey) -> int | None:

@@ -92,10 +92,10 @@ from tenxgraph.core.exceptions import (
     TransientStorageError,
     redact,
 )
+from tenxgraph.records import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
 from ._tasks import cancel_guards, start_guard
-from .base import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 
 __all__ = ["RedisCache", "Stamp", "auth_error"]
 

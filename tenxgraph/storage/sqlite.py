@@ -49,18 +49,17 @@ from tenxgraph.core.exceptions import (
     redact,
     stale,
 )
-from tenxgraph.storage import _sqlite_sql as q
-from tenxgraph.storage import serde
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
-    report_skipped,
-    threads_from_rows,
 )
+from tenxgraph.storage import _sqlite_sql as q
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
 

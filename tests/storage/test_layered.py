@@ -35,13 +35,8 @@ from _redis_topology import (  # noqa: F401 - fixtures and the parametrizing hoo
 from opentelemetry import trace
 
 from tenxgraph.core.exceptions import StaleStateError, StorageError
-from tenxgraph.storage.base import (
-    CheckpointWrite,
-    LedgerEntry,
-    StoredCheckpoint,
-    StoreTier,
-    ThreadKey,
-)
+from tenxgraph.records import CheckpointWrite, LedgerEntry, StoredCheckpoint, ThreadKey
+from tenxgraph.storage.base import StoreTier
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.redis import RedisCache

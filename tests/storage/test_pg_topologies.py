@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from tenxgraph.core.exceptions import ConfigError
+from tenxgraph.records import CheckpointWrite, ThreadKey
 from tenxgraph.storage import _sql
 from tenxgraph.storage._migrations import MIGRATIONS, render_step
-from tenxgraph.storage.base import CheckpointWrite, ThreadKey
 from tenxgraph.storage.checkpointer import PgCheckpointer
 from tenxgraph.storage.postgres import PostgresStore, _drive
 

@@ -32,7 +32,7 @@ from tenxgraph.core.exceptions import StaleStateError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.models import ScriptedModel
-from tenxgraph.storage.base import ThreadKey
+from tenxgraph.records import ThreadKey
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, METRICS, SPAN, user_digest
 from tenxgraph.utils.constants import END

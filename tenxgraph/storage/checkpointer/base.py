@@ -33,17 +33,18 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.reducers import MessageList
-from tenxgraph.storage import serde
-from tenxgraph.storage._diff import DurableView, diff_messages
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
+    DurableView,
     LedgerEntry,
+    Loaded,
     StoredCheckpoint,
-    StoreTier,
     ThreadInfo,
     ThreadKey,
-    report_skipped,
 )
+from tenxgraph.storage import serde
+from tenxgraph.storage._diff import diff_messages
+from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
 
@@ -115,23 +116,6 @@ string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
 SEEN_MAX_THREADS = 1024
 #: Versions decoded per page by ``get_state_history`` (bounds the raw rows held at once).
 HISTORY_PAGE = 16
-
-
-@dataclass(slots=True)
-class Loaded:
-    """A decoded durable version, as the runtime holds it between steps.
-
-    Attributes:
-        state: the state object (its ``context`` is a private copy the run may extend).
-        version: the durable version it came from (or was written as).
-        view: the message side of that version, for diff-only writes.
-        created_at: UNIX seconds of the version.
-    """
-
-    state: AgentState
-    version: int
-    view: DurableView
-    created_at: float
 
 
 @dataclass(slots=True)
