@@ -403,6 +403,23 @@ class SqliteStore:
                 sp.set_attribute(ATTR.BYTES, size)
             return rec
 
+    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against the cached copy ``known``: the
+        version row alone when ``known`` is still the latest (same ``version`` and
+        ``created_at``: ``known`` itself is returned), else the full latest version (a local
+        file: a second read costs no round trip).
+
+        Returns:
+            ``known``, the latest record with its messages, or ``None`` when the thread does
+            not exist or another user owns it.
+        """
+        meta = await self.read(key, with_messages=False)
+        if meta is None:
+            return None
+        if meta.version == known.version and meta.created_at == known.created_at:
+            return known
+        return await self.read(key)
+
     def _read_sync(
         self, conn: sqlite3.Connection, key: ThreadKey, version: int | None, with_messages: bool
     ) -> StoredCheckpoint | None:

@@ -396,12 +396,20 @@ class BaseCheckpointer(Generic[StateT]):
         """
         n: int
         if rec.decoded is not None:
-            values, _ = serde.decode_checkpoint(
-                state_cls, rec.values, None, thread_id=rec.thread_id, version=rec.version
-            )
             objs, n = rec.decoded
+            # The decoded objects cover the first ``n`` messages; a read that found the thread
+            # only appended since (``read_since``) brings the rows after them: decode those.
+            tail = rec.messages[n:] if rec.messages is not None else None
+            values, more = serde.decode_checkpoint(
+                state_cls, rec.values, tail, thread_id=rec.thread_id, version=rec.version
+            )
             base = objs[:n]
+            fresh = bool(more)
+            if more:
+                base.extend(more)
+                n += len(more)
         else:
+            fresh = True
             values, base = serde.decode_checkpoint(
                 state_cls,
                 rec.values,
@@ -412,9 +420,7 @@ class BaseCheckpointer(Generic[StateT]):
                 memo=memo,
             )
             n = len(base)
-        lineage = (
-            objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
-        )
+        lineage = objs.lineage if not fresh and isinstance(objs, MessageList) else None
         msgs = MessageList(base, lineage=lineage)
         state = state_cls.model_construct(**values, context=msgs)
         view = DurableView(messages=msgs, length=n, ranges=rec.ranges, next_seq=rec.next_seq)
