@@ -15,6 +15,7 @@ loop ``submit`` refuses and the caller runs the update itself.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import weakref
 from collections import deque
@@ -78,7 +79,9 @@ class WriteBehind:
         lane.ops.append(op)
         self._stats["submitted"] += 1
         if lane.task is None or lane.task.done():
-            lane.task = loop.create_task(self._drain(lane))
+            # An empty context: the updates are not part of the caller's trace (their spans
+            # are roots), and the caller's context variables are not kept alive by the lane.
+            lane.task = loop.create_task(self._drain(lane), context=contextvars.Context())
         return True
 
     async def flush(self) -> None:
