@@ -6,7 +6,8 @@ lane, which runs them in submission order on a task of the caller's event loop. 
 never depends on these updates (every cached copy is validated against the source of truth
 before a run relies on it), so a full lane drops the update (counted) instead of waiting, and
 a failing update is logged and forgotten. ``flush`` waits for what was submitted (tests and
-``aclose`` use it, so nothing is left running when a store closes).
+``aclose`` use it, so nothing is left running when a store closes); a loop that closes
+(``asyncio.run`` returning) lets the lane finish its queue first.
 
 Only asyncio loops are served (the shared tiers use asyncio clients); without a running asyncio
 loop ``submit`` refuses and the caller runs the update itself.
@@ -15,6 +16,7 @@ loop ``submit`` refuses and the caller runs the update itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import weakref
@@ -86,14 +88,19 @@ class WriteBehind:
 
     async def flush(self) -> None:
         """Wait until every update submitted on the running event loop has run (cancelling
-        the waiter does not cancel the updates)."""
+        the waiter does not cancel the updates). When the lane's task is gone (a closing
+        loop cancelled it before it started), the updates left run here, in order."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
         lane = self._lanes.get(loop)
-        while lane is not None and lane.task is not None and not lane.task.done():
-            await asyncio.shield(lane.task)
+        while lane is not None and (lane.ops or (lane.task is not None and not lane.task.done())):
+            if lane.task is not None and not lane.task.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(lane.task)
+                continue
+            await self._run(lane.ops.popleft())
 
     def pending(self) -> int:
         """Updates waiting on the running event loop (0 without one)."""
@@ -109,12 +116,36 @@ class WriteBehind:
         return dict(self._stats)
 
     async def _drain(self, lane: _Lane) -> None:
+        loop = asyncio.get_running_loop()
         while lane.ops:
-            op = lane.ops.popleft()
+            # each update runs as its own task, shielded: only a closing event loop cancels
+            # the lane (``asyncio.run`` cancels every task, then waits for them), and then the
+            # lane still finishes its queue, each update bounded by its tier's own timeout, so
+            # a short-lived loop does not lose its last updates
+            step = loop.create_task(self._run(lane.ops.popleft()))
+            while not step.done():
+                try:
+                    await asyncio.shield(step)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+
+    async def _run(self, op: Update) -> None:
+        for attempt in (0, 1):
             try:
                 await op()
+            except asyncio.CancelledError:
+                # a closing loop interrupted it: an update is idempotent, send it once more
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                if attempt:
+                    self._stats["failed"] += 1
+                continue
             except Exception as exc:  # an update's failure never reaches a run
                 self._stats["failed"] += 1
                 logger.warning("background cache update failed (%s)", type(exc).__name__)
             else:
                 self._stats["done"] += 1
+            return

@@ -432,9 +432,24 @@ class LayeredStore:
         new_messages: list[tuple[int, bytes]] | None,
     ) -> Any:
         async def op() -> None:
-            await self._cache_put(cache, rec, new_messages)
+            applied = await self._cache_put(cache, rec, new_messages)
+            if applied is False and new_messages is not None:
+                # The tier lacks the previous version the rows apply to (a write-through of
+                # it was lost or dropped): send the complete record when a private tier
+                # holds it, so a thread whose LRU stays warm does not stay out of Redis.
+                full = await self._private_copy(ThreadKey(rec.thread_id, rec.user_id))
+                if full is not None and _same_checkpoint(full, rec):
+                    await self._cache_put(cache, full)
 
         return op
+
+    async def _private_copy(self, key: ThreadKey) -> StoredCheckpoint | None:
+        """The complete latest record a private tier holds for ``key``, or ``None``."""
+        for cache in self._private:
+            rec = await self._cache_get(cache, key)
+            if rec is not None and rec.messages is not None:
+                return rec
+        return None
 
     def _invalidate_op(self, cache: CacheTier, key: ThreadKey) -> Any:
         async def op() -> None:
@@ -474,13 +489,16 @@ class LayeredStore:
         cache: CacheTier,
         rec: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None = None,
-    ) -> None:
-        """``cache.put``; on failure, log it and drop the thread from that tier."""
+    ) -> bool | None:
+        """``cache.put`` (its answer: ``False`` when a tier says it could not apply the
+        record); on failure, log it, drop the thread from that tier and answer ``None``."""
         try:
-            await cache.put(rec, new_messages)
+            applied: bool | None = await cache.put(rec, new_messages)  # type: ignore[func-returns-value]
         except Exception as exc:
             self._cache_failed(cache, exc, "put")
             await self._cache_invalidate(cache, ThreadKey(rec.thread_id, rec.user_id))
+            return None
+        return applied
 
     async def _cache_invalidate(self, cache: CacheTier, key: ThreadKey) -> None:
         """``cache.invalidate``, logging (never raising) a failure."""

@@ -874,7 +874,7 @@ async def test_a_write_through_timing_out_after_the_commit_is_not_served_stale(
     rec = await turn(a, KEY, "two")
     assert rec.version == 2 and time.monotonic() - t0 < 0.15  # not waited for
     await a.aflush()
-    assert cache_a.stats()["failures"] == 1
+    assert cache_a.stats()["failures"] >= 1  # the rows, then the complete record: stuck
     with redis.Redis.from_url(redis_url) as raw:  # Redis: still version 1
         assert raw.hget(cache_a.keys(KEY.thread_id)[0], "version") == b"1"
     got = await b.read(KEY)  # warm LRU (version 1) extended by the source

@@ -67,6 +67,9 @@ SAMPLE: dict[str, Any] = {
     "tool_call_id": b"c",
     "tool_name": b"n",
     "result": b"r",
+    "known_version": 1,
+    "known_created_at": 1.0,
+    "delta_ok": True,
 }
 
 
