@@ -254,7 +254,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         # held here: the loop itself keeps only a weak reference to its tasks
         self._loop_guards[loop] = keep_task(
             loop.create_task(
-                _disconnect_on_loop_shutdown(pools, getattr(self.store, "aflush", None)),
+                _disconnect_on_loop_shutdown(pools),
                 name="tenxgraph-redis-guard",
                 context=contextvars.Context(),  # not the caller's: it would hold this object
             )
@@ -291,15 +291,11 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
                 await rpool.aclose()
 
 
-async def _disconnect_on_loop_shutdown(pools: list[Any], flush: Any = None) -> None:
-    """Wait until cancelled (the loop is shutting down), then run the Redis updates still
-    queued on this loop (``flush``: the layered store's ``aflush``) and disconnect ``pools``."""
+async def _disconnect_on_loop_shutdown(pools: list[Any]) -> None:
+    """Wait until cancelled (the loop is shutting down), then disconnect ``pools``."""
     try:
         await asyncio.get_running_loop().create_future()
     finally:
-        if flush is not None:
-            with contextlib.suppress(Exception):  # best effort at shutdown
-                await flush()
         for pool in pools:
             with contextlib.suppress(Exception):  # best effort at shutdown
                 await pool.disconnect()
