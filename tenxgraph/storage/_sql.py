@@ -53,6 +53,7 @@ __all__ = [
     "MIGRATION_LOCK",
     "MIGRATION_RECORD",
     "MIGRATION_VERSION",
+    "NO_VERSION",
     "PARTITION_BY_THREAD",
     "READ_CHECKPOINT",
     "READ_CHECKPOINT_META",
@@ -70,6 +71,10 @@ __all__ = [
     "render",
     "render_all",
 ]
+
+
+#: "no version" in a typed int8 parameter that would otherwise be NULL (versions start at 1).
+NO_VERSION = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,21 +131,24 @@ WITH cas AS (
              WHERE k.thread_id = %(thread_id)b
                AND k.version > %(prune_to)b::int8 AND k.version <= %(expected)b::int8) AS f
      WHERE m.thread_id = %(thread_id)b
-       AND %(prune_to)b::int8 IS NOT NULL
+       AND %(prune_to)b::int8 >= 0
        AND m.seq < f.floor
-       AND f.seen IS NOT DISTINCT FROM %(expect_seen)b::int8
+       AND coalesce(f.seen, -1) = %(expect_seen)b::int8
 )
 SELECT version FROM cas
 """,
 )
 # Notes on CHECKPOINT_CAS:
 # * every data-modifying CTE joins ``cas``, so a lost CAS (zero rows) changes nothing;
-# * ``prune_to`` is ``new_version - history_limit`` (NULL: prune nothing); the kept versions are
+# * every parameter is typed (integers as int8) and never NULL: "none" is ``NO_VERSION`` (-1),
+#   so the statement has one parameter signature and is prepared once per connection;
+# * ``prune_to`` is ``new_version - history_limit`` (-1: prune nothing); the kept versions are
 #   ``(prune_to, new_version]``. The new version's ``min_seq`` is a parameter (its row is not
 #   visible to sibling CTEs); the older kept versions' come from ``checkpoints``;
 # * ``expect_seen`` guards the orphan sweep: the statement snapshot must see the newest older
 #   kept version (``expected``), else (a writer that guessed a version still in flight) the sweep
-#   is skipped this time rather than computed from an incomplete view.
+#   is skipped this time rather than computed from an incomplete view (-1: expect no older
+#   kept version).
 
 CHECKPOINT_CREATE = Statement(
     "CHECKPOINT_CREATE",

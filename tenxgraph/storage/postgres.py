@@ -59,6 +59,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
+from psycopg.types.numeric import Int8
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from tenxgraph._redact import secret_candidates
@@ -889,16 +890,19 @@ class PostgresStore:
         ranges = w.ranges
         msgs = w.new_messages
         datas = [d for _, d in msgs]
+        # Typed parameters: every integer is sent as int8 (psycopg would pick int2, int4 or
+        # int8 by magnitude) and no parameter is ever None, so each statement has one
+        # parameter signature and psycopg prepares it once per connection, never again.
         params: dict[str, Any] = {
             "thread_id": w.thread_id,
             "owner": w.user_id,
             "values": w.values,
-            "ranges": [x for r in ranges for x in r],
-            "min_seq": min_seq_of(ranges, w.next_seq),
-            "next_seq": w.next_seq,
+            "ranges": [Int8(x) for r in ranges for x in r],
+            "min_seq": Int8(min_seq_of(ranges, w.next_seq)),
+            "next_seq": Int8(w.next_seq),
             "status": w.status,
-            "created_at": w.created_at,
-            "seqs": [s for s, _ in msgs],
+            "created_at": float(w.created_at),
+            "seqs": [Int8(s) for s, _ in msgs],
             "datas": datas,
         }
         if expected == 0:
@@ -906,10 +910,10 @@ class PostgresStore:
         else:
             limit = w.history_limit if w.history_limit and w.history_limit > 0 else None
             prune_to = new_version - limit if limit is not None and new_version > limit else None
-            params["expected"] = expected
-            params["prune_to"] = prune_to
-            params["expect_seen"] = (
-                expected if prune_to is not None and prune_to < expected else None
+            params["expected"] = Int8(expected)
+            params["prune_to"] = Int8(_sql.NO_VERSION if prune_to is None else prune_to)
+            params["expect_seen"] = Int8(
+                expected if prune_to is not None and prune_to < expected else _sql.NO_VERSION
             )
             query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
         attrs = self._span_attrs(operation, w.thread_id)
@@ -1118,8 +1122,8 @@ class PostgresStore:
                 {
                     "thread_id": key.thread_id,
                     "owner": key.user_id,
-                    "known_version": known.version,
-                    "known_created_at": known.created_at,
+                    "known_version": Int8(known.version),
+                    "known_created_at": float(known.created_at),
                     "delta_ok": known.messages is not None,
                 },
             )
