@@ -483,12 +483,20 @@ class BaseCheckpointer(Generic[StateT]):
                 config["_checkpoint_version"] = 0
                 self._remember(key, None)
                 return None
+            decoded_before = rec.decoded
             loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
             if loaded is None:
                 config["_checkpoint_version"] = 0
                 self._remember(key, None)
                 return None
             sp.set_attribute(ATTR.VERSION, loaded.version)
+            if decoded_before is None or decoded_before[1] != loaded.view.length:
+                # Keep what was just decoded beside the copy in the in-process tier, so the
+                # next read of this version decodes nothing (a warm read stays flat in the
+                # thread's length).
+                attach = getattr(self.store, "attach_decoded", None)
+                if attach is not None:
+                    await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
         config["_checkpoint_version"] = loaded.version
         self._remember(key, loaded)
         return loaded
