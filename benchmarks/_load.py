@@ -84,11 +84,15 @@ async def _thread_load(
                 await writer.aput_messages(dict(cfg), msgs[i : i + 1000])
             await writer.store.aflush()  # Redis holds the thread
 
-            async def get_state(cp: Any = with_redis, cfg: dict[str, Any] = cfg) -> None:
+            async def get_state(
+                cp: Any = with_redis, cfg: dict[str, Any] = cfg, n: int = n
+            ) -> None:
                 st = await cp.aget_state(dict(cfg))
                 assert st is not None and len(st.context) == n
 
-            async def run_start(cp: Any = with_redis, cfg: dict[str, Any] = cfg) -> None:
+            async def run_start(
+                cp: Any = with_redis, cfg: dict[str, Any] = cfg, n: int = n
+            ) -> None:
                 loaded = await cp.aload(dict(cfg))
                 assert loaded is not None and len(loaded.state.context) == n
 
