@@ -61,13 +61,15 @@ def draw(res: dict[str, Any], path: Path) -> None:
     ):
         pts = [(r["messages"], r[key]["median"]) for r in load.get("rows", []) if r.get(key)]
         if pts:
-            right.plot(*zip(*pts), ls, marker="o", color="#1565c0", label=label)
+            right.plot(*zip(*pts, strict=True), ls, marker="o", color="#1565c0", label=label)
     for c in (res.get("turns") or {}).get("contenders", []):
         pts = [(2 * r["turns"], r["read_ms"]["median"]) for r in c["rows"] if "read_ms" in r]
         if pts:
             colour, ls = STYLE.get(c["name"], ("#555555", "--"))
             label = c["name"] + (" (turn by turn)" if c["name"].startswith("tenxgraph") else "")
-            right.plot(*zip(*pts), ls, marker="s", color=colour, label=label, alpha=0.8)
+            right.plot(
+                *zip(*pts, strict=True), ls, marker="s", color=colour, label=label, alpha=0.8
+            )
     right.set(xscale="log", yscale="log", xlabel="messages in the thread", ylabel="ms per read")
     right.set_title("Loading a thread (get_state)")
     right.grid(True, which="both", alpha=0.3)
