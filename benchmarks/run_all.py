@@ -391,6 +391,8 @@ def _concurrency(S: Setup, db: BenchDatabase, pg_stores: list[str], q: int) -> d
     # One process, 8 and 64 concurrent callers on separate threads, one pool with as many
     # connections as callers, against the floor with as many connections: asyncio callers
     # (as tenxgraph's) and, for reference, OS threads with sync connections.
+    # One contender open at a time: with 64 callers, two pools of 64 would pass a default
+    # max_connections of 100.
     inproc = []
     for n in IN_PROCESS_CALLERS:
         log(f"concurrency: one process, {n} concurrent callers, {n} connections ...")
@@ -398,22 +400,24 @@ def _concurrency(S: Setup, db: BenchDatabase, pg_stores: list[str], q: int) -> d
         if n <= 8:
             callers.append(S.lg("postgres", pool_max=n))
         floor = S.floor()
-        for c in [*callers, floor]:
-            c.open()
-        try:
-            for _ in range(1 if q else 2):
-                for c in callers:
-                    fn = run_in_process_tx if c.family == "tenxgraph" else run_in_process_threads
+        for _ in range(1 if q else 2):
+            for c in callers:
+                fn = run_in_process_tx if c.family == "tenxgraph" else run_in_process_threads
+                c.open()
+                try:
                     inproc.append(fn(c, n, duration))
+                finally:
+                    c.close()
+            floor.open()  # creates the floor's table; the callers use their own connections
+            try:
                 inproc.append(
                     run_in_process_floor_async(
                         floor.dsn, floor.payload, n, duration, f"{floor.name} (asyncio)"
                     )
                 )
                 inproc.append(run_in_process_threads(floor, n, duration))
-        finally:
-            for c in [*callers, floor]:
-                c.close()
+            finally:
+                floor.close()
     return {"duration_s": duration, "processes": rows, "in_process": inproc}
 
 
