@@ -143,11 +143,14 @@ class StoreTier(Protocol):
     ) -> StoredCheckpoint | None:
         """The latest (or the given kept) version, or ``None`` when missing or not owned."""
 
-    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The latest version, read against the cached copy ``known`` in one round trip:
         ``known`` itself when it is still the latest (same ``version`` and ``created_at``),
         else the latest version with complete ``messages`` (reusing ``known.messages`` when
-        the thread only appended since), or ``None`` when missing or not owned."""
+        the thread only appended since; all of them when ``known`` is ``None``), or ``None``
+        when missing or not owned."""
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number (cheap), or ``None`` when missing or not owned."""

@@ -212,7 +212,12 @@ class LayeredStore:
             break
         if known is None:
             self._stats["source_reads"] += 1
-            rec = await self.source.read(key, with_messages=with_messages)
+            if with_messages and self._since is not None:
+                # the same statement as a confirmation (Postgres: READ_SINCE), so a run's
+                # first read is always one named statement
+                rec = await self._since(key, None)
+            else:
+                rec = await self.source.read(key, with_messages=with_messages)
         elif not self.validate:
             self._stats["cache_hits"] += 1
             await self._fill(self.caches[:at], known)
@@ -236,12 +241,16 @@ class LayeredStore:
             await self._fill(self.caches[:at], rec)
         return rec
 
-    async def _read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+    async def _read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The source's answer about ``known`` (see ``StoreTier.read_since``); a source
         without ``read_since`` reads the version row, then the full version if it changed."""
         if self._since is not None:
             rec: StoredCheckpoint | None = await self._since(key, known)
             return rec
+        if known is None:
+            return await self.source.read(key)
         meta = await self.source.read(key, with_messages=False)
         if meta is None:
             return None
@@ -253,7 +262,9 @@ class LayeredStore:
         """The latest version number from the source (authoritative), or ``None``."""
         return await self.source.current_version(key)
 
-    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The source's conditional read (see :meth:`StoreTier.read_since
         <tenxgraph.storage.base.StoreTier.read_since>`); the caches are not consulted."""
         return await self._read_since(key, known)

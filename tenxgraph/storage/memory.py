@@ -235,12 +235,14 @@ class MemoryStore:
                 sp.set_attribute(ATTR.VERSION, rec.version)
             return rec
 
-    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The latest version of ``key``'s thread, read against the cached copy ``known``.
 
         Args:
             key: thread and owner scope.
-            known: a cache's copy of some version of the thread.
+            known: a cache's copy of some version of the thread, or ``None`` (a full read).
 
         Returns:
             ``known`` itself when it is still the latest version (same ``version`` and
@@ -258,8 +260,8 @@ class MemoryStore:
                     return None
                 sp.set_attribute(ATTR.HIT, True)
                 sp.set_attribute(ATTR.VERSION, t.latest)
-                old = t.versions.get(known.version)
-                if old is None or old.created_at != known.created_at:
+                old = None if known is None else t.versions.get(known.version)
+                if known is None or old is None or old.created_at != known.created_at:
                     return t.record(key.thread_id, t.latest, True)
                 if t.latest == known.version:
                     return known

@@ -1095,14 +1095,17 @@ class PostgresStore:
                 created_at=created_at,
             )
 
-    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The latest version of ``key``'s thread, read against a cached copy ``known``: one
-        statement (``READ_SINCE``), one round trip, whatever the thread's length.
+        statement (``READ_SINCE``), one round trip, whatever the thread's length. It is the
+        first read of every run (``known=None`` without a cached copy: the full thread).
 
         Args:
             key: thread and owner scope.
             known: the copy a cache holds (its ``version`` and ``created_at`` name it; its
-                ``messages`` are reused when the thread only appended since).
+                ``messages`` are reused when the thread only appended since), or ``None``.
 
         Returns:
             ``known`` itself when it is still the latest version; else the latest version with
@@ -1122,9 +1125,9 @@ class PostgresStore:
                 {
                     "thread_id": key.thread_id,
                     "owner": key.user_id,
-                    "known_version": Int8(known.version),
-                    "known_created_at": float(known.created_at),
-                    "delta_ok": known.messages is not None,
+                    "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
+                    "known_created_at": 0.0 if known is None else float(known.created_at),
+                    "delta_ok": known is not None and known.messages is not None,
                 },
             )
             if not rows:
@@ -1133,11 +1136,11 @@ class PostgresStore:
             v, values, flat, next_seq, status, created_at, base, messages = rows[0]
             sp.set_attribute(ATTR.HIT, True)
             sp.set_attribute(ATTR.VERSION, v)
-            if base < 0:
+            if base < 0 and known is not None:
                 return known
             ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
             decoded = None
-            if base > 0 and known.messages is not None:
+            if base > 0 and known is not None and known.messages is not None:
                 messages = known.messages + messages
                 decoded = known.decoded
             if len(messages) != ranges_len(ranges):

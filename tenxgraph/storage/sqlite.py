@@ -403,7 +403,9 @@ class SqliteStore:
                 sp.set_attribute(ATTR.BYTES, size)
             return rec
 
-    async def read_since(self, key: ThreadKey, known: StoredCheckpoint) -> StoredCheckpoint | None:
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The latest version of ``key``'s thread, read against the cached copy ``known``: the
         version row alone when ``known`` is still the latest (same ``version`` and
         ``created_at``: ``known`` itself is returned), else the full latest version (a local
@@ -413,6 +415,8 @@ class SqliteStore:
             ``known``, the latest record with its messages, or ``None`` when the thread does
             not exist or another user owns it.
         """
+        if known is None:
+            return await self.read(key)
         meta = await self.read(key, with_messages=False)
         if meta is None:
             return None

@@ -274,8 +274,9 @@ def lru_of(store: LayeredStore) -> LRUCache:
 async def test_a_read_is_one_source_round_trip_however_warm(
     backend: Backend, make_stack, redis_url, redis_prefix
 ) -> None:
-    """Cold: one plain source read. Warm (LRU): one conditional source read, no Redis. LRU
-    cold, Redis warm: one Redis round trip, then one conditional source read."""
+    """Cold: one source read (the same statement, without a copy). Warm (LRU): one conditional
+    source read, no Redis. LRU cold, Redis warm: one Redis round trip, then one conditional
+    source read."""
     source = backend.new()
     for i in range(3):  # written straight to the source: every cache is cold
         await source.write(next_write(await source.read(KEY), KEY, [f"m{i}"]))
@@ -287,7 +288,7 @@ async def test_a_read_is_one_source_round_trip_however_warm(
         )
         rec = await store.read(KEY)
         assert rec.version == 3 and texts_of(rec) == ["m0", "m1", "m2"]
-        assert counting.calls == {"read": 1} and client.commands == ["EVALSHA"]
+        assert counting.calls == {"read_since": 1} and client.commands == ["EVALSHA"]
         assert (await lru_of(store).get(KEY)).version == 3  # filled on the way back
         await store.aflush()  # Redis is filled in the background
         assert (await redis_of(store).get(KEY)).version == 3
