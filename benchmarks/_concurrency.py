@@ -303,3 +303,49 @@ def run_in_process_threads(c: Any, callers: int, duration_s: float) -> Concurren
     return ConcurrencyResult(
         c.name, "in-process", callers, steps, max(ends), runs, 0, sum(errors), {}
     )
+
+
+def run_in_process_floor_async(
+    dsn: str, payload: bytes, callers: int, duration_s: float, name: str
+) -> ConcurrencyResult:
+    """The floor as tenxgraph runs: ``callers`` asyncio tasks in one process, each with its own
+    ``AsyncConnection``, committing ``BEGIN; INSERT; COMMIT`` pipelined in one round trip, for
+    ``duration_s``. The same event loop, driver and connection count as the tenxgraph callers,
+    so the ratio measures the store, not threads against asyncio."""
+    import asyncio
+
+    import psycopg
+    from _contenders import FLOOR_INSERT
+
+    async def main() -> tuple[int, float, int]:
+        conns = [
+            await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(callers)
+        ]
+        counts = [0] * callers
+        errors = [0] * callers
+        try:
+            t0 = time.perf_counter()
+
+            async def caller(i: int) -> None:
+                conn = conns[i]
+                tid = new_thread_id(f"fa{i}")
+                while time.perf_counter() - t0 < duration_s:
+                    try:
+                        async with conn.pipeline():
+                            await conn.execute("BEGIN")
+                            await conn.execute(FLOOR_INSERT, (tid, payload))
+                            await conn.execute("COMMIT")
+                        counts[i] += 1
+                    except Exception:  # noqa: BLE001
+                        errors[i] += 1
+
+            await asyncio.gather(*(caller(i) for i in range(callers)))
+            return sum(counts), time.perf_counter() - t0, sum(errors)
+        finally:
+            for c in conns:
+                await c.close()
+
+    steps, elapsed, errs = asyncio.run(main())
+    return ConcurrencyResult(
+        name, "in-process", callers, steps, elapsed, steps // STEPS_PER_RUN, 0, errs, {}
+    )

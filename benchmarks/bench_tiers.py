@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 from tenxgraph.core.state import Message
+from tenxgraph.records import CheckpointWrite, StoredCheckpoint, ThreadKey
 from tenxgraph.storage import serde
-from tenxgraph.storage.base import CheckpointWrite, StoredCheckpoint, ThreadKey
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.redis import RedisCache

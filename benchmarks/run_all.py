@@ -35,11 +35,14 @@ sys.path.insert(0, str(HERE))
 
 from _concurrency import (  # noqa: E402
     WorkerPool,
+    run_in_process_floor_async,
     run_in_process_threads,
     run_in_process_tx,
     run_processes,
 )
 from _contenders import FLOOR_PAYLOAD_BYTES, Contender  # noqa: E402
+from _load import SIZES as LOAD_SIZES  # noqa: E402
+from _load import TURNS, thread_load, turns_report  # noqa: E402
 from _measure import (  # noqa: E402
     PointResult,
     Stat,
@@ -50,6 +53,7 @@ from _measure import (  # noqa: E402
     paired_ratio,
 )
 from _pg import BenchDatabase, RoundTripProxy, StatementCounter, WalMeter, server_info  # noqa: E402
+from _sections import run_section  # noqa: E402
 from _setup import Setup  # noqa: E402
 from _workload import MESSAGE_CHARS, STEPS_PER_RUN  # noqa: E402
 
@@ -59,6 +63,8 @@ DEFAULT_REDIS = os.environ.get("TENXBENCH_REDIS_URL", "redis://127.0.0.1:6379/0"
 #: Samples (runs) per contender at each history length: (default, --quick).
 SAMPLES = {0: (12, 4), 10: (8, 3), 100: (8, 3), 1000: (6, 3), 5000: (4, 2)}
 HISTORIES = (10, 100, 1000, 5000)
+#: one process, this many concurrent callers (each on its own thread), as many connections.
+IN_PROCESS_CALLERS = (8, 64)
 
 
 def log(msg: str) -> None:
@@ -197,7 +203,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 S.lg("postgres", "exit"),
                 S.floor(),
             ]
-            results["fresh"] = _points(fresh, [0], q, wal)
+
+            def section(name: str, fn: Callable[[], Any]) -> Any:
+                out, load = run_section(
+                    name, fn, reruns=args.rerun_busy, wait_s=args.wait_idle_s, log=log
+                )
+                results.setdefault("sections", {})[name] = load
+                return out
+
+            results["fresh"] = section("fresh", lambda: _points(fresh, [0], q, wal))
             # 2. Growth with thread length (per-step checkpoints).
             growth = [
                 S.tx("memory"),
@@ -207,16 +221,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 S.lg("postgres"),
                 S.floor(),
             ]
-            results["growth"] = _points(growth, list(HISTORIES), q, wal)
+            results["growth"] = section("growth", lambda: _points(growth, list(HISTORIES), q, wal))
             # 3. Round trips, statements, commits on the wire and on the server.
             if not args.skip_wire:
-                results["wire"] = _wire(S, db, wal, pg_stores, q)
+                results["wire"] = section("wire", lambda: _wire(S, db, wal, pg_stores, q))
             # 4. Concurrency.
             if not args.skip_concurrency:
-                results["concurrency"] = _concurrency(S, db, pg_stores, q)
+                results["concurrency"] = section(
+                    "concurrency", lambda: _concurrency(S, db, pg_stores, q)
+                )
             # 5. Replay of the bundled trajectories.
             if not args.skip_replay:
-                results["replay"] = _replays(S, db, q, args.replay_limit)
+                results["replay"] = section("replay", lambda: _replays(S, db, q, args.replay_limit))
+            # 6. Loading a thread: warm / cold from Redis / cold from Postgres.
+            if not args.skip_load:
+                sizes = LOAD_SIZES[:3] if q else LOAD_SIZES
+                results["load"] = section(
+                    "load",
+                    lambda: thread_load(
+                        db.dsn, redis_url, redis_prefix + "load:", sizes, 3 if q else 7
+                    ),
+                )
+            # 7. LangGraph's delta-storage report shape, turn by turn.
+            if not args.skip_turns:
+                turns = (10, 50, 100) if q else TURNS
+                results["turns"] = section(
+                    "turns",
+                    lambda: turns_report(
+                        db.dsn, turns, 3 if q else 5, default_max_turns=args.lg_default_max_turns
+                    ),
+                )
         finally:
             wal.close()
             _cleanup_redis(redis_url, redis_prefix)
@@ -354,23 +388,36 @@ def _concurrency(S: Setup, db: BenchDatabase, pg_stores: list[str], q: int) -> d
                 rows.append(run_processes(pool, spec, n, mode, duration))
     finally:
         pool.close()
-    log("concurrency: one process, 8 concurrent callers, pool of 20 ...")
+    # One process, 8 and 64 concurrent callers on separate threads, one pool with as many
+    # connections as callers, against the floor with as many connections: asyncio callers
+    # (as tenxgraph's) and, for reference, OS threads with sync connections.
+    # One contender open at a time: with 64 callers, two pools of 64 would pass a default
+    # max_connections of 100.
     inproc = []
-    callers = [
-        S.tx("postgres", pool_max=20, tag=" pool20"),
-        S.lg("postgres", pool_max=20),
-        S.floor(),
-    ]
-    for c in callers:
-        c.open()
-    try:
+    for n in IN_PROCESS_CALLERS:
+        log(f"concurrency: one process, {n} concurrent callers, {n} connections ...")
+        callers = [S.tx(s, pool_max=n, tag=f" pool{n}") for s in pg_stores]
+        if n <= 8:
+            callers.append(S.lg("postgres", pool_max=n))
+        floor = S.floor()
         for _ in range(1 if q else 2):
             for c in callers:
                 fn = run_in_process_tx if c.family == "tenxgraph" else run_in_process_threads
-                inproc.append(fn(c, 8, duration))
-    finally:
-        for c in callers:
-            c.close()
+                c.open()
+                try:
+                    inproc.append(fn(c, n, duration))
+                finally:
+                    c.close()
+            floor.open()  # creates the floor's table; the callers use their own connections
+            try:
+                inproc.append(
+                    run_in_process_floor_async(
+                        floor.dsn, floor.payload, n, duration, f"{floor.name} (asyncio)"
+                    )
+                )
+                inproc.append(run_in_process_threads(floor, n, duration))
+            finally:
+                floor.close()
     return {"duration_s": duration, "processes": rows, "in_process": inproc}
 
 
@@ -677,21 +724,32 @@ def render(res: dict[str, Any]) -> str:
             "thread configuration is not run for it.\n"
         )
         add(
-            "One process, 8 concurrent callers on separate threads, pool of 20 connections (the floor: 8 threads, "
-            "one connection each):\n"
+            "One process, N concurrent callers on separate threads, one pool of N connections; "
+            "the floor with N connections, as asyncio tasks (like tenxgraph's callers) and as OS "
+            "threads:\n"
         )
-        ip: dict[str, list[Any]] = {}
+        ip: dict[tuple[int, str], list[Any]] = {}
         for r in conc["in_process"]:
-            ip.setdefault(r.contender, []).append(r)
-        rows = [
-            [
-                name,
-                fmt_stat(Stat.of([r.steps_per_s for r in rs]), 0),
-                str(sum(r.errors for r in rs)),
-            ]
-            for name, rs in ip.items()
-        ]
-        add(table(["contender", "steps/s (floor: commits/s), median (min-max)", "errors"], rows))
+            ip.setdefault((r.workers, r.contender), []).append(r)
+        rows = []
+        for (n, name), rs in ip.items():
+            floor_rs = ip.get((n, "floor: BEGIN+INSERT+COMMIT, 1 round trip (asyncio)"), [])
+            fl = Stat.of([r.steps_per_s for r in floor_rs])
+            st = Stat.of([r.steps_per_s for r in rs])
+            share = f"{st.median / fl.median:.0%}" if st and fl and fl.median else "-"
+            rows.append([str(n), name, fmt_stat(st, 0), share, str(sum(r.errors for r in rs))])
+        add(
+            table(
+                [
+                    "callers",
+                    "contender",
+                    "steps/s (floor: commits/s), median (min-max)",
+                    "of the asyncio floor",
+                    "errors",
+                ],
+                rows,
+            )
+        )
         add("")
 
     rep = res.get("replay")
@@ -865,17 +923,30 @@ def render_goals(res: dict[str, Any]) -> str:
         )
     conc = res.get("concurrency")
     if conc:
-        st = Stat.of(
-            [r.steps_per_s for r in conc["in_process"] if r.contender.startswith("tenxgraph")]
-        )
-        if st:
-            rows.append(
+        for n in IN_PROCESS_CALLERS:
+            fl = Stat.of(
                 [
-                    "one process, 8 concurrent callers, pool 20 (target >= 2,000 steps/s)",
-                    f"{fmt_stat(st, 0)} steps/s",
-                    verdict(st.median >= 2000),
+                    r.steps_per_s
+                    for r in conc["in_process"]
+                    if r.workers == n and r.contender.endswith("(asyncio)")
                 ]
             )
+            st = Stat.of(
+                [
+                    r.steps_per_s
+                    for r in conc["in_process"]
+                    if r.workers == n and r.contender.startswith("tenxgraph Postgres pool")
+                ]
+            )
+            if st and fl and fl.median:
+                rows.append(
+                    [
+                        f"one process, {n} callers, {n} connections: >= 85% of the floor",
+                        f"{fmt_stat(st, 0)} steps/s = {st.median / fl.median:.0%} of "
+                        f"{fl.median:,.0f}",
+                        verdict(st.median >= 0.85 * fl.median),
+                    ]
+                )
     if not rows:
         return ""
     return (
@@ -883,6 +954,105 @@ def render_goals(res: dict[str, Any]) -> str:
         + table(["goal", "measured", "verdict"], rows)
         + "\n"
     )
+
+
+def render_hot_path(res: dict[str, Any]) -> str:
+    """The sections' load, the thread-load tables and the turn-by-turn report (issue 14)."""
+    out: list[str] = []
+    secs = res.get("sections") or {}
+    if secs:
+        out.append("### Machine load per section\n")
+        out.append(
+            "Mean runnable tasks sampled every 0.5 s while the section ran (the benchmark "
+            "itself keeps about 2 runnable); above the threshold the section is flagged busy "
+            "and its wall-clock figures are not to be trusted (ratios and CPU time still are)."
+        )
+        rows = [
+            [
+                name,
+                f"{r['load1_start']} -> {r['load1_end']}",
+                f"{r['runnable_mean']}",
+                f"{r['threshold']:.1f}",
+                "**busy**" if r["busy"] else "idle",
+                str(len(r["attempts"])),
+            ]
+            for name, r in secs.items()
+        ]
+        out.append(
+            table(["section", "load 1 min", "runnable", "threshold", "verdict", "runs"], rows)
+        )
+    load = res.get("load")
+    if load:
+
+        def cell(v: Any) -> str:
+            if not v:
+                return "-"
+            return f"{v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})"
+
+        out.append("\n### Loading a thread (ms): tenxgraph Postgres, with and without Redis\n")
+        out.append(
+            "`get_state` and the read at the start of a run (`aload`), decoded state included. "
+            "Warm: this instance's LRU holds the thread, confirmed by one `READ_SINCE` round "
+            "trip. Cold from Redis: LRU emptied before each sample (one Redis round trip, then "
+            "`READ_SINCE`). Cold from Postgres: no cache (one `READ_CHECKPOINT`)."
+        )
+        rows = []
+        for r in load["rows"]:
+            rows.append(
+                [
+                    f"{r['messages']:,}",
+                    cell(r["warm_get_state"]),
+                    cell(r["warm_run_start"]),
+                    cell(r["cold_redis_get_state"]),
+                    cell(r["cold_redis_run_start"]),
+                    cell(r["cold_pg_get_state"]),
+                    cell(r["cold_pg_run_start"]),
+                ]
+            )
+        out.append(
+            table(
+                [
+                    "messages",
+                    "warm get_state",
+                    "warm run start",
+                    "cold Redis get_state",
+                    "cold Redis run start",
+                    "cold PG get_state",
+                    "cold PG run start",
+                ],
+                rows,
+            )
+        )
+    turns = res.get("turns")
+    if turns:
+        out.append("\n### Turn by turn (the shape of LangGraph's delta-storage report)\n")
+        out.append(
+            "One turn = a user message and an assistant reply. Storage: payload bytes of the "
+            "thread in the database. Peak write memory: `tracemalloc` peak while writing one "
+            "more turn. Read: `get_state` from the database (tenxgraph: LRU emptied first)."
+        )
+        if turns.get("delta_channel"):
+            out.append(f"\nLangGraph `DeltaChannel`: {turns['delta_channel']}.")
+        rows = []
+        for c in turns["contenders"]:
+            for r in c["rows"]:
+                if "skipped" in r:
+                    rows.append([c["name"], f"{r['turns']:,}", r["skipped"], "-", "-"])
+                    continue
+                rd = r["read_ms"]
+                rows.append(
+                    [
+                        c["name"],
+                        f"{r['turns']:,}",
+                        f"{r['bytes']:,}",
+                        f"{r['peak_write_bytes']:,}",
+                        f"{rd['median']:.2f} ({rd['min']:.2f}-{rd['max']:.2f})",
+                    ]
+                )
+        out.append(
+            table(["contender", "turns", "storage bytes", "peak write memory (B)", "read ms"], rows)
+        )
+    return "\n".join(out)
 
 
 def to_json(res: dict[str, Any]) -> Any:
@@ -920,11 +1090,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-wire", action="store_true")
     ap.add_argument("--skip-concurrency", action="store_true")
     ap.add_argument("--skip-replay", action="store_true")
+    ap.add_argument("--skip-load", action="store_true", help="skip the thread-load section")
+    ap.add_argument("--skip-turns", action="store_true", help="skip the turn-by-turn section")
+    ap.add_argument(
+        "--lg-default-max-turns",
+        type=int,
+        default=500,
+        help="grow LangGraph's default saver thread up to this many turns (it stores the "
+        "whole list at every checkpoint: quadratic bytes); default 500",
+    )
+    ap.add_argument(
+        "--rerun-busy",
+        type=int,
+        default=0,
+        help="rerun a section measured on a busy machine up to N times (default 0: flag only)",
+    )
+    ap.add_argument(
+        "--wait-idle-s",
+        type=float,
+        default=60.0,
+        help="before a rerun, wait up to this long for the load average to drop",
+    )
+    ap.add_argument(
+        "--chart",
+        help="also draw the chart (ms/step and read latency vs history, log scale) to this "
+        "PNG, e.g. docs/assets/benchmarks/hot_path.png (needs matplotlib)",
+    )
     args = ap.parse_args(argv)
     if args.replay_limit == 0:
         args.replay_limit = None
     res = run(args)
-    report = render(res)
+    report = render(res) + "\n\n" + render_hot_path(res)
+    if args.chart:
+        from _hot_chart import draw
+
+        draw(res, Path(args.chart))
+        log(f"wrote {args.chart}")
     print(report)
     if args.out:
         out = Path(args.out)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tenxgraph.storage.base import ThreadKey
+    from tenxgraph.records import ThreadKey
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 __all__ = ["RunContext", "ToolCallContext", "current_run", "current_tool_call"]

@@ -56,7 +56,7 @@ from ._run_metrics import node_finished
 from .graph.node import call_with_params
 
 if TYPE_CHECKING:
-    from tenxgraph.storage.checkpointer.base import Loaded
+    from tenxgraph.records import Loaded
 
     from ._lifecycle import LifecycleHooks
     from .graph.compiled_graph import CompiledGraph

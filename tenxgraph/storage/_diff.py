@@ -18,33 +18,9 @@ from dataclasses import dataclass
 
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.records import DurableView, Range, expand_ranges
 
-from .base import Range, expand_ranges
-
-__all__ = ["DurableView", "MessageDiff", "diff_messages"]
-
-
-@dataclass(slots=True)
-class DurableView:
-    """The message side of a thread's last durable version.
-
-    Attributes:
-        messages: the durable message list (objects as held by the state), oldest first.
-        length: ``len(messages)`` when it became durable (a later in-place append to the same
-            list object does not change it).
-        ranges: their seqs as ranges, in list order.
-        next_seq: next unused seq of the thread.
-    """
-
-    messages: list[Message]
-    length: int
-    ranges: tuple[Range, ...]
-    next_seq: int
-
-    @classmethod
-    def empty(cls) -> DurableView:
-        """The view of a thread with no durable version."""
-        return cls(messages=[], length=0, ranges=(), next_seq=1)
+__all__ = ["MessageDiff", "diff_messages"]
 
 
 @dataclass(slots=True)

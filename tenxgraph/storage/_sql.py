@@ -54,9 +54,11 @@ __all__ = [
     "MIGRATION_LOCK",
     "MIGRATION_RECORD",
     "MIGRATION_VERSION",
+    "NO_VERSION",
     "PARTITION_BY_THREAD",
     "READ_CHECKPOINT",
     "READ_CHECKPOINT_META",
+    "READ_SINCE",
     "SCHEMA_EXISTS",
     "SET_METADATA",
     "SET_STOP",
@@ -70,6 +72,10 @@ __all__ = [
     "render",
     "render_all",
 ]
+
+
+#: "no version" in a typed int8 parameter that would otherwise be NULL (versions start at 1).
+NO_VERSION = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,21 +132,24 @@ WITH cas AS (
              WHERE k.thread_id = %(thread_id)b
                AND k.version > %(prune_to)b::int8 AND k.version <= %(expected)b::int8) AS f
      WHERE m.thread_id = %(thread_id)b
-       AND %(prune_to)b::int8 IS NOT NULL
+       AND %(prune_to)b::int8 >= 0
        AND m.seq < f.floor
-       AND f.seen IS NOT DISTINCT FROM %(expect_seen)b::int8
+       AND coalesce(f.seen, -1) = %(expect_seen)b::int8
 )
 SELECT version FROM cas
 """,
 )
 # Notes on CHECKPOINT_CAS:
 # * every data-modifying CTE joins ``cas``, so a lost CAS (zero rows) changes nothing;
-# * ``prune_to`` is ``new_version - history_limit`` (NULL: prune nothing); the kept versions are
+# * every parameter is typed (integers as int8) and never NULL: "none" is ``NO_VERSION`` (-1),
+#   so the statement has one parameter signature and is prepared once per connection;
+# * ``prune_to`` is ``new_version - history_limit`` (-1: prune nothing); the kept versions are
 #   ``(prune_to, new_version]``. The new version's ``min_seq`` is a parameter (its row is not
 #   visible to sibling CTEs); the older kept versions' come from ``checkpoints``;
 # * ``expect_seen`` guards the orphan sweep: the statement snapshot must see the newest older
 #   kept version (``expected``), else (a writer that guessed a version still in flight) the sweep
-#   is skipped this time rather than computed from an incomplete view.
+#   is skipped this time rather than computed from an incomplete view (-1: expect no older
+#   kept version).
 
 CHECKPOINT_CREATE = Statement(
     "CHECKPOINT_CREATE",
@@ -211,6 +220,60 @@ SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at,
  WHERE t.thread_id = %(thread_id)b AND t.owner = %(owner)b
 """,
 )
+
+READ_SINCE = Statement(
+    "READ_SINCE",
+    "the first read of a run: the latest version of an owned thread, answered against the copy "
+    "a cache holds (version v): only the version when the copy is current, the checkpoint row "
+    "and the message rows the copy lacks when the thread only appended since v, the full "
+    "message list otherwise",
+    "SELECT",
+    """
+WITH t AS (
+    SELECT version FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+), c AS (
+    SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at
+      FROM t JOIN {checkpoints} AS c ON c.thread_id = %(thread_id)b AND c.version = t.version
+), k AS (
+    SELECT CASE
+             WHEN o.version = c.version THEN -1
+             WHEN NOT %(delta_ok)b::bool OR cardinality(o.ranges) = 0 THEN 0
+             WHEN c.ranges[1:cardinality(o.ranges) - 1] = o.ranges[1:cardinality(o.ranges) - 1]
+              AND c.ranges[cardinality(o.ranges)] >= o.ranges[cardinality(o.ranges)]
+             THEN cardinality(o.ranges) / 2
+             ELSE 0
+           END AS base,
+           o.ranges[cardinality(o.ranges)] AS known_end
+      FROM c
+      LEFT JOIN {checkpoints} AS o
+        ON o.thread_id = %(thread_id)b AND o.version = %(known_version)b::int8
+       AND o.created_at = %(known_created_at)b::float8
+)
+SELECT c.version, CASE WHEN k.base < 0 THEN NULL ELSE c."values" END, c.ranges, c.next_seq,
+       c.status, c.created_at, k.base,
+       CASE WHEN k.base < 0 THEN NULL ELSE
+       ARRAY(SELECT m.data
+               FROM generate_series(greatest(k.base, 1), cardinality(c.ranges) / 2) AS p(i)
+               JOIN {messages} AS m
+                 ON m.thread_id = %(thread_id)b
+                AND m.seq >= CASE WHEN p.i = k.base THEN k.known_end
+                                  ELSE c.ranges[2 * p.i - 1] END
+                AND m.seq < c.ranges[2 * p.i]
+              ORDER BY p.i, m.seq)
+       END
+  FROM c, k
+""",
+)
+# Notes on READ_SINCE (the statement a run's first read sends when a cache holds a copy):
+# * the cached copy is named by its version and creation time, so a version number reused after
+#   the thread was deleted and created again never matches;
+# * ``base`` says how to read the answer: -1, the copy is current (no values, no messages);
+#   m > 0, the thread only appended since the copy (its first m - 1 ranges are unchanged, range
+#   m extends the copy's last one): the messages are those after the copy's, so the full list
+#   is the copy's messages followed by them; 0, the full message list (the copy's version was
+#   pruned, or its ranges changed otherwise, or ``delta_ok`` is false: the copy has no blobs);
+# * message rows are immutable (a seq is never reused while the thread exists), so a copy whose
+#   version row is still kept has exactly the messages of its ranges.
 
 READ_CHECKPOINT_META = Statement(
     "READ_CHECKPOINT_META",
@@ -540,6 +603,7 @@ ALL_STATEMENTS: dict[str, Statement] = {
         WRITE_OUTCOME_PROBE,
         READ_CHECKPOINT,
         READ_CHECKPOINT_META,
+        READ_SINCE,
         CURRENT_VERSION,
         HISTORY_CHECKPOINTS,
         HISTORY_MESSAGES,

@@ -1,233 +1,42 @@
-"""The small protocols every storage tier implements, and the records they exchange.
+"""The small protocols every storage tier implements.
 
 Two kinds of tier:
 
 * a **source of truth** (:class:`StoreTier`: in-memory, SQLite, Postgres) owns versions, does the
   compare-and-swap, keeps history, the tool ledger and the stop flags;
 * a **cache tier** (:class:`CacheTier`: in-process LRU, Redis) holds copies of the latest
-  checkpoint of a thread and is never authoritative.
+  checkpoint of a thread and is never authoritative: a copy is validated against the source
+  of truth (:meth:`StoreTier.read_since`) before a run relies on it.
 
 :class:`tenxgraph.storage.layered.LayeredStore` stacks cache tiers over a source of truth and is
-itself a :class:`StoreTier`, so the checkpointer facades see one interface.
-
-Records carry *encoded* data (``bytes`` from :mod:`tenxgraph.storage.serde`), so a tier never
-needs to know the application's state class. A thread's message list is described by
-``ranges``: ``[start, end)`` intervals of per-thread message sequence numbers (``seq``), in list
-order. An append-only thread has one range; appending ``k`` messages extends it, so a
-checkpoint writes only its ``k`` new message rows and an ``O(1)`` range list, whatever the
-length of the thread (diff-only writes). Any kept version still reconstructs exactly: its
-message list is the rows of its ranges, in order.
+itself a :class:`StoreTier`, so the checkpointer facades see one interface. The records the tiers
+exchange (:class:`~tenxgraph.records.ThreadKey`, :class:`~tenxgraph.records.StoredCheckpoint`,
+:class:`~tenxgraph.records.CheckpointWrite`, ...) live in the neutral :mod:`tenxgraph.records`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from tenxgraph.records import (
+    CheckpointWrite,
+    LedgerEntry,
+    StoredCheckpoint,
+    ThreadInfo,
+    ThreadKey,
+)
 
 __all__ = [
     "CacheTier",
-    "CheckpointWrite",
-    "LedgerEntry",
-    "Range",
     "StoreTier",
-    "StoredCheckpoint",
-    "ThreadInfo",
-    "ThreadKey",
-    "expand_ranges",
-    "ranges_len",
     "report_skipped",
+    "thread_info_from_row",
     "threads_from_rows",
 ]
 
 _log = logging.getLogger("tenxgraph.storage")
-
-#: ``(start, end)``: message seqs ``start, start+1, ..., end-1``.
-Range = tuple[int, int]
-
-
-def ranges_len(ranges: tuple[Range, ...] | list[Range]) -> int:
-    """Number of messages described by ``ranges``."""
-    return sum(e - s for s, e in ranges)
-
-
-def expand_ranges(ranges: tuple[Range, ...] | list[Range]) -> list[int]:
-    """The seqs of ``ranges`` in list order (``O(n)``; for reads and tests)."""
-    out: list[int] = []
-    for s, e in ranges:
-        out.extend(range(s, e))
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadKey:
-    """Identifies a thread within an owner scope.
-
-    Attributes:
-        thread_id: the conversation id (non-empty ``str``, at most 255 characters).
-        user_id: the caller's user id. Tiers compare it with the thread's owner inside every
-            query; the facade sets it to ``"*"`` for every caller when user isolation is off.
-    """
-
-    thread_id: str
-    user_id: str
-
-
-@dataclass(slots=True)
-class StoredCheckpoint:
-    """One durable version of a thread, encoded.
-
-    Attributes:
-        thread_id: the thread.
-        user_id: its owner scope.
-        version: 1, 2, 3, ... without gaps.
-        values: JSON bytes of every state field except ``context`` (``serde.encode_values``).
-        ranges: the message list of this version as seq ranges, in list order.
-        messages: the encoded messages of ``ranges``, in list order (``len == ranges_len``);
-            ``None`` when the reader asked for metadata only.
-        next_seq: the next unused message seq of the thread after this version.
-        status: ``ExecutionStatus`` value of this checkpoint (``"running"``, ``"completed"``...).
-        created_at: UNIX time in seconds.
-        decoded: in-process attachment (a decoded state object) kept by the LRU tier only; never
-            serialized, never shared across processes.
-    """
-
-    thread_id: str
-    user_id: str
-    version: int
-    values: bytes
-    ranges: tuple[Range, ...]
-    messages: list[bytes] | None
-    next_seq: int
-    status: str
-    created_at: float
-    decoded: Any = field(default=None, repr=False, compare=False)
-
-
-@dataclass(slots=True)
-class CheckpointWrite:
-    """A compare-and-swap checkpoint write, computed without I/O by the facade.
-
-    Attributes:
-        thread_id: the thread.
-        user_id: the writer's owner scope.
-        expected_version: the version this run last read or wrote; ``0`` means "the thread must
-            not exist yet". The write succeeds only if the stored version equals it; the new
-            version is ``expected_version + 1``.
-        values: JSON bytes of the state fields except ``context``.
-        new_messages: ``(seq, data)`` rows to insert: only messages new or changed since the
-            last durable version.
-        ranges: the full message list of the new version as seq ranges.
-        next_seq: next unused seq after this write.
-        status: ``ExecutionStatus`` value.
-        history_limit: keep this many newest versions (prune older ones in the same round
-            trip); ``None`` keeps all.
-        created_at: UNIX time in seconds.
-        token: identifies this write (``"<run_id>:<step>:<random>"``); it is also stored inside
-            ``values`` (key ``serde.WRITE_TOKEN_KEY``), so a tier whose connection broke after
-            sending the write recognises its own commit by reading the new version's
-            ``values`` back and comparing the bytes (see ``PostgresStore.write``).
-    """
-
-    thread_id: str
-    user_id: str
-    expected_version: int
-    values: bytes
-    new_messages: list[tuple[int, bytes]]
-    ranges: tuple[Range, ...]
-    next_seq: int
-    status: str
-    history_limit: int | None
-    created_at: float
-    token: str = ""
-
-    def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
-        """The :class:`StoredCheckpoint` this write creates once it succeeds."""
-        return StoredCheckpoint(
-            thread_id=self.thread_id,
-            user_id=self.user_id,
-            version=self.expected_version + 1,
-            values=self.values,
-            ranges=self.ranges,
-            messages=messages,
-            next_seq=self.next_seq,
-            status=self.status,
-            created_at=self.created_at,
-        )
-
-
-@dataclass(slots=True)
-class ThreadInfo:
-    """A thread as listed for its owner.
-
-    Attributes:
-        thread_id: the thread.
-        user_id: the owner scope (only ever returned to that owner).
-        version: its latest version.
-        status: ``ExecutionStatus`` value of the latest checkpoint.
-        created_at: UNIX time in seconds of the thread's first checkpoint.
-        updated_at: UNIX time in seconds of its latest checkpoint.
-        metadata: application metadata set with ``aput_thread``.
-        thread_name (str | None): 10xGraph's display name of the thread:
-            ``metadata["thread_name"]`` when the application set one with ``aput_thread``,
-            else ``None``.
-    """
-
-    thread_id: str
-    user_id: str
-    version: int
-    status: str
-    created_at: float
-    updated_at: float
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def thread_name(self) -> str | None:
-        """The thread's display name (``metadata["thread_name"]``), or ``None``."""
-        name = self.metadata.get("thread_name")
-        return None if name is None else str(name)
-
-    def model_dump(self) -> dict[str, Any]:
-        """The record as a dict (10xGraph's ``ThreadInfo`` is a Pydantic model), ``thread_name``
-        included."""
-        return {
-            "thread_id": self.thread_id,
-            "thread_name": self.thread_name,
-            "user_id": self.user_id,
-            "version": self.version,
-            "status": self.status,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "metadata": dict(self.metadata),
-        }
-
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> ThreadInfo:
-        """Build from a ``(thread_id, owner, version, status, created_at, updated_at,
-        metadata_json_bytes)`` row, the column order every tier's thread listing uses.
-
-        Raises:
-            SerializationError: ``STORAGE_SERIALIZATION_000`` when the metadata is not a
-                decodable JSON object (``context``: ``thread_id``, ``path`` ``"$.metadata"``).
-        """
-        from tenxgraph.core.exceptions import SerializationError
-        from tenxgraph.storage import serde
-
-        tid, owner, version, status, created, updated, meta = row
-        data = serde.decode_payload(meta, thread_id=str(tid), what="metadata", path="$.metadata")
-        if not isinstance(data, dict):
-            raise SerializationError(
-                f"the stored metadata of thread {tid!r} is a {type(data).__name__}, not a JSON "
-                "object; the row is damaged",
-                context={
-                    "thread_id": str(tid),
-                    "version": None,
-                    "path": "$.metadata",
-                    "type": type(data).__name__,
-                },
-            )
-        return cls(tid, owner, version, status, created, updated, data)
 
 
 def report_skipped(operation: str, errors: list[Any]) -> None:
@@ -266,8 +75,35 @@ def report_skipped(operation: str, errors: list[Any]) -> None:
         )
 
 
+def thread_info_from_row(row: tuple[Any, ...]) -> ThreadInfo:
+    """Build from a ``(thread_id, owner, version, status, created_at, updated_at,
+    metadata_json_bytes)`` row, the column order every tier's thread listing uses.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` when the metadata is not a
+            decodable JSON object (``context``: ``thread_id``, ``path`` ``"$.metadata"``).
+    """
+    from tenxgraph.core.exceptions import SerializationError
+    from tenxgraph.storage import serde
+
+    tid, owner, version, status, created, updated, meta = row
+    data = serde.decode_payload(meta, thread_id=str(tid), what="metadata", path="$.metadata")
+    if not isinstance(data, dict):
+        raise SerializationError(
+            f"the stored metadata of thread {tid!r} is a {type(data).__name__}, not a JSON "
+            "object; the row is damaged",
+            context={
+                "thread_id": str(tid),
+                "version": None,
+                "path": "$.metadata",
+                "type": type(data).__name__,
+            },
+        )
+    return ThreadInfo(tid, owner, version, status, created, updated, data)
+
+
 def threads_from_rows(rows: Iterable[tuple[Any, ...]]) -> list[ThreadInfo]:
-    """``ThreadInfo.from_row`` of each row, skipping (and reporting once, see
+    """``thread_info_from_row`` of each row, skipping (and reporting once, see
     ``report_skipped``) those whose stored data cannot be decoded, so one damaged row does
     not hide every other thread of its owner."""
     from tenxgraph.core.exceptions import SerializationError
@@ -276,32 +112,11 @@ def threads_from_rows(rows: Iterable[tuple[Any, ...]]) -> list[ThreadInfo]:
     bad: list[SerializationError] = []
     for row in rows:
         try:
-            out.append(ThreadInfo.from_row(row))
+            out.append(thread_info_from_row(row))
         except SerializationError as exc:
             bad.append(exc)
     report_skipped("list_threads", bad)
     return out
-
-
-@dataclass(slots=True)
-class LedgerEntry:
-    """One recorded tool execution.
-
-    Attributes:
-        call_key: the idempotency key: ``tool_call_id`` qualified by the assistant message that
-            made the call and a digest of the call (name and arguments), so a reused
-            ``tool_call_id`` for a different call is a different key.
-        tool_call_id: the model's id of the call.
-        tool_name: the tool's name.
-        result: JSON bytes of the recorded result (``serde.dumps``).
-        created_at: UNIX seconds.
-    """
-
-    call_key: str
-    tool_call_id: str
-    tool_name: str
-    result: bytes
-    created_at: float
 
 
 @runtime_checkable
@@ -330,6 +145,15 @@ class StoreTier(Protocol):
     ) -> StoredCheckpoint | None:
         """The latest (or the given kept) version, or ``None`` when missing or not owned."""
         ...
+
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The latest version, read against the cached copy ``known`` in one round trip:
+        ``known`` itself when it is still the latest (same ``version`` and ``created_at``),
+        else the latest version with complete ``messages`` (reusing ``known.messages`` when
+        the thread only appended since; all of them when ``known`` is ``None``), or ``None``
+        when missing or not owned."""
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number (cheap), or ``None`` when missing or not owned."""

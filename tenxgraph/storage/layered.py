@@ -5,31 +5,31 @@ checkpointer ──> LayeredStore ──> caches[0] (LRU) ──> caches[1] (Red
                                                                             SQLite, memory)
 ```
 
-* **Reads** of the latest version go down the cache tiers, top first, and fill the tiers above
-  on the way back (``put`` with complete messages). A hit in a tier private to this process
-  (``shared = False``, the LRU) is used only after a cheap validation, so an instance whose
-  LRU is old never gives a run a stale state (and the run a spurious ``StaleStateError``): its
-  version must equal the thread's version stamp in a shared tier that keeps one (Redis, one
-  ``MGET`` of the stamp and the pending floor), or, without such a tier, while its stamps are
-  not trusted (Redis failing or just back from an outage) or while a write of the thread is
-  in flight, the source's ``current_version``. A hit in a shared tier is
-  trusted as it is, except when this read already learned the latest version (it must then
-  match) or while the stamps are not trusted (then it is checked against the source too).
-  Reads of a given version and ``history`` go to the source.
-* **Writes** first announce the version they are about to write to every tier that tracks
-  writes in flight (``mark_pending(key, version)``: Redis raises the thread's pending floor,
-  one ``EVALSHA``), then go to the source (the compare-and-swap decides), then through to
-  every cache tier with only the new message rows (``put(record, new_messages)``), which
-  settles the announcement. A writer that dies (or whose write-through is lost) after its
-  commit thus leaves the shared tier reporting a write in flight, never the old version as
-  the latest; see :mod:`tenxgraph.storage.redis`. When the source
-  refuses the write (``StaleStateError``, forbidden, or any other failure whose outcome is
-  unknown) the thread is dropped from every cache tier before the error is re-raised, and a
-  ``tenxgraph.cache.invalidated`` span event is added.
-* A cache tier that raises or answers nonsense is a miss (warning on the
-  ``tenxgraph.storage`` logger and a ``tenxgraph.cache.failure`` span event), never an error for
-  a read or a write. Cache updates after a successful write run shielded from cancellation so
-  a cancelled run cannot leave a cache behind the source.
+Caches are validated against the source of truth, never against each other:
+
+* **Reads** of the latest version look for a copy down the cache tiers, top first (an LRU
+  hit costs nothing; on an LRU miss, one Redis round trip). With a copy, the source is asked
+  *one* conditional question (:meth:`StoreTier.read_since
+  <tenxgraph.storage.base.StoreTier.read_since>`, Postgres: the ``READ_SINCE`` statement):
+  "is version v, created at t, still the latest? If not, what changed?". The answer is the copy
+  itself (unchanged), the copy plus the message rows it lacks (the thread only appended), or
+  the full latest version. Without a copy it is one plain read. Either way a read costs one
+  source round trip plus at most one Redis round trip, and a run never relies on a cached copy
+  the source has not confirmed: a writer without Redis, a Redis flushed, partitioned or down,
+  or a write-through lost in a crash can make a copy old, never make a run read old state.
+  The tiers above the one that answered are filled on the way back.
+* **Writes** go to the source first (the compare-and-swap decides), then through to the cache
+  tiers with only the new message rows (``put(record, new_messages)``): process-private tiers
+  (the LRU, ``shared = False``) at once, shared tiers (Redis) in the background
+  (:class:`~tenxgraph.storage._behind.WriteBehind`: bounded, in order, dropped on failure or
+  when full, never waited for inside a step). When the source refuses a write
+  (``StaleStateError``, forbidden, or any failure whose outcome is unknown) the thread is
+  dropped from every cache tier before the error is re-raised (a
+  ``tenxgraph.cache.invalidated`` span event).
+* A cache tier that raises or answers nonsense is a miss (warning on the ``tenxgraph.storage``
+  logger and a ``tenxgraph.cache.failure`` span event), never an error for a read or a write.
+  ``aflush()`` waits for the background updates of the running event loop; ``aclose()``
+  flushes them before closing the tiers.
 
 Everything else (history, ledger, stop flags, thread listing and metadata, setup) is the
 source's; attributes not defined here are looked up on the source.
@@ -45,51 +45,29 @@ import anyio
 from opentelemetry import trace
 
 from tenxgraph.core.exceptions import StorageError
-from tenxgraph.telemetry import ATTR, EVENT
-
-from .base import (
-    CacheTier,
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     StoredCheckpoint,
-    StoreTier,
     ThreadInfo,
     ThreadKey,
     ranges_len,
 )
+from tenxgraph.storage._behind import WriteBehind
+from tenxgraph.storage.base import CacheTier, StoreTier
+from tenxgraph.telemetry import ATTR, EVENT
 
 __all__ = ["LayeredStore"]
 
 logger = logging.getLogger("tenxgraph.storage")
 
-
-def _ms(created_at: float) -> int:
-    """``created_at`` (UNIX seconds) in whole milliseconds (the stamp's precision)."""
-    return round(created_at * 1000)
-
-
-class _Truth:
-    """What a read learned about the thread's latest version: from the stamp (``version``
-    and ``created_ms``, ``version is None`` when there is no stamp) or from the source's
-    ``current_version`` (``created_ms is None``)."""
-
-    __slots__ = ("created_ms", "version")
-
-    def __init__(self, version: int | None, created_ms: int | None) -> None:
-        self.version = version
-        self.created_ms = created_ms
-
-    def matches(self, rec: StoredCheckpoint) -> bool:
-        """Whether ``rec`` is the version this truth names (and, from a stamp, the same
-        checkpoint, not a version number reused after a delete)."""
-        return self.version == rec.version and (
-            self.created_ms is None or self.created_ms == _ms(rec.created_at)
-        )
+#: background cache updates allowed to wait per event loop before new ones are dropped.
+BEHIND_MAX_PENDING = 4096
 
 
 def _same_checkpoint(a: StoredCheckpoint, b: StoredCheckpoint) -> bool:
     """Whether two records are the same checkpoint (version and creation time)."""
-    return a.version == b.version and _ms(a.created_at) == _ms(b.created_at)
+    return a.version == b.version and a.created_at == b.created_at
 
 
 def _event(name: str, attributes: dict[str, Any]) -> None:
@@ -106,39 +84,42 @@ class LayeredStore:
     Args:
         source: the source of truth (``PostgresStore``, ``SqliteStore``, ``MemoryStore``...).
         caches: cache tiers, top (fastest, read first) to bottom, e.g.
-            ``[LRUCache(), RedisCache(url)]``. Empty: every call goes to the source.
-        validate: validate hits of process-private tiers before using them (default). Pass
-            ``False`` only when this store is the single writer of its source (one process,
-            e.g. an in-memory source), where a private cache cannot go stale.
+            ``[LRUCache(), RedisCache(url)]``. Empty: every call goes to the source. A tier
+            whose ``shared`` attribute is true (Redis) is updated in the background.
+        validate: validate every cached copy against the source before returning it
+            (default). Pass ``False`` only when this store is the single writer of its
+            source (one process, e.g. an in-memory source), where a cache cannot go stale.
+        max_pending: background updates of shared tiers allowed to wait per event loop
+            (count); beyond it an update is dropped (a later read fixes the tier).
 
     Attributes:
         source: the source of truth.
         caches: the cache tiers, top first.
-        validate: whether private-tier hits are validated.
+        validate: whether cached copies are validated.
     """
 
     name = "layered"
 
     def __init__(
-        self, source: StoreTier, caches: Sequence[CacheTier] = (), *, validate: bool = True
+        self,
+        source: StoreTier,
+        caches: Sequence[CacheTier] = (),
+        *,
+        validate: bool = True,
+        max_pending: int = BEHIND_MAX_PENDING,
     ) -> None:
         self.source = source
         self.caches: tuple[CacheTier, ...] = tuple(caches)
         self.validate = validate
-        self._stamper: Any = next(
-            (c for c in self.caches if callable(getattr(c, "read_stamp", None))), None
-        )
-        # Tiers that track writes in flight (Redis): told before every source write; their
-        # ``invalidate`` accepts ``deleted=True`` (the thread was deleted in the source).
-        self._markers: tuple[Any, ...] = tuple(
-            c for c in self.caches if callable(getattr(c, "mark_pending", None))
-        )
+        self._private = tuple(c for c in self.caches if not getattr(c, "shared", False))
+        self._shared = tuple(c for c in self.caches if getattr(c, "shared", False))
+        self._behind = WriteBehind(max_pending)
+        self._since = getattr(source, "read_since", None)
         self._stats = {
             "reads": 0,
             "cache_hits": 0,
             "source_reads": 0,
             "validations": 0,
-            "source_checks": 0,
             "stale": 0,
             "invalidations": 0,
             "cache_failures": 0,
@@ -172,9 +153,16 @@ class LayeredStore:
             if check is not None:
                 await check()
 
+    async def aflush(self) -> None:
+        """Wait until the background updates of shared cache tiers submitted on the running
+        event loop have run (they never raise)."""
+        await self._behind.flush()
+
     async def aclose(self) -> None:
-        """Close every cache tier, then the source; idempotent. A cache failing to close is
-        logged, never raised."""
+        """Flush the background cache updates, close every cache tier, then the source;
+        idempotent. A cache failing to close is logged, never raised."""
+        with anyio.CancelScope(shield=True):
+            await self._behind.flush()
         for cache in self.caches:
             try:
                 await cache.aclose()
@@ -187,15 +175,16 @@ class LayeredStore:
     async def read(
         self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True
     ) -> StoredCheckpoint | None:
-        """The latest version of ``key`` (down the tiers), or the given kept version (source).
+        """The latest version of ``key`` (a cached copy validated by the source, or the
+        source's), or the given kept version (source).
 
         Args:
             key: the thread and the caller's owner scope.
             version: a kept version to read from the source; ``None`` for the latest.
             with_messages: when ``True`` the returned record has ``messages`` filled in list
-                order (and ``decoded`` when a private tier kept decoded objects of that
-                version). When ``False`` only metadata is needed; a cache hit may still carry
-                its messages.
+                order (and ``decoded`` when a private tier kept decoded objects of a prefix
+                of them). When ``False`` only metadata is needed; a cached copy may still
+                carry its messages.
 
         Returns:
             The record, or ``None`` when the thread does not exist or belongs to another user.
@@ -208,7 +197,8 @@ class LayeredStore:
         if version is not None or not self.caches:
             return await self.source.read(key, version, with_messages=with_messages)
         self._stats["reads"] += 1
-        truth: _Truth | None = None
+        known: StoredCheckpoint | None = None
+        at = len(self.caches)
         decoded_only: StoredCheckpoint | None = None
         for i, cache in enumerate(self.caches):
             rec = await self._cache_get(cache, key)
@@ -216,41 +206,68 @@ class LayeredStore:
                 continue
             if rec.messages is None and with_messages:
                 if rec.decoded is not None and decoded_only is None:
-                    decoded_only = rec  # usable if a lower tier returns the same checkpoint
+                    decoded_only = rec  # usable if the source returns the same checkpoint
                 continue
-            if self.validate and (
-                not getattr(cache, "shared", False)
-                or truth is not None
-                or not self._stamps_trusted()
-            ):
-                if truth is None:
-                    truth = await self._truth(key)
-                if not truth.matches(rec):
-                    self._stats["stale"] += 1
-                    if truth.version is None or rec.version <= truth.version:
-                        # outdated (a newer version raced in after the check is left alone)
-                        await self._cache_invalidate(cache, key)
-                    continue
-            if (
-                decoded_only is not None
-                and rec.decoded is None
-                and _same_checkpoint(rec, decoded_only)
-            ):
-                rec.decoded = decoded_only.decoded
+            known, at = rec, i
+            break
+        if known is None:
+            self._stats["source_reads"] += 1
+            if with_messages and self._since is not None:
+                # the same statement as a confirmation (Postgres: READ_SINCE), so a run's
+                # first read is always one named statement
+                rec = await self._since(key, None)
+            else:
+                rec = await self.source.read(key, with_messages=with_messages)
+        elif not self.validate:
             self._stats["cache_hits"] += 1
-            await self._fill(self.caches[:i], rec)
-            return rec
-        self._stats["source_reads"] += 1
-        rec = await self.source.read(key, with_messages=with_messages)
+            await self._fill(self.caches[:at], known)
+            return known
+        else:
+            self._stats["validations"] += 1
+            rec = await self._read_since(key, known)
+            if rec is known:
+                self._stats["cache_hits"] += 1
+                await self._fill(self.caches[:at], known)
+                return known
+            self._stats["stale"] += 1
+            if rec is None:  # deleted since the copy was taken
+                await self._invalidate_all(key, "deleted")
+                return None
+            at = len(self.caches)
         if rec is not None and rec.messages is not None:
-            if decoded_only is not None and _same_checkpoint(rec, decoded_only):
-                rec.decoded = decoded_only.decoded
-            await self._fill(self.caches, rec)
+            if decoded_only is not None and rec.decoded is None:
+                if _same_checkpoint(rec, decoded_only):
+                    rec.decoded = decoded_only.decoded
+            await self._fill(self.caches[:at], rec)
         return rec
+
+    async def _read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The source's answer about ``known`` (see ``StoreTier.read_since``); a source
+        without ``read_since`` reads the version row, then the full version if it changed."""
+        if self._since is not None:
+            rec: StoredCheckpoint | None = await self._since(key, known)
+            return rec
+        if known is None:
+            return await self.source.read(key)
+        meta = await self.source.read(key, with_messages=False)
+        if meta is None:
+            return None
+        if _same_checkpoint(meta, known):
+            return known
+        return await self.source.read(key)
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number from the source (authoritative), or ``None``."""
         return await self.source.current_version(key)
+
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The source's conditional read (see :meth:`StoreTier.read_since
+        <tenxgraph.storage.base.StoreTier.read_since>`); the caches are not consulted."""
+        return await self._read_since(key, known)
 
     async def history(
         self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
@@ -262,46 +279,45 @@ class LayeredStore:
     # ------------------------------------------------------------------ writes
 
     async def write(self, w: CheckpointWrite) -> StoredCheckpoint:
-        """Compare-and-swap ``w`` in the source, then write it through to every cache tier.
+        """Compare-and-swap ``w`` in the source, then write it through to the cache tiers.
 
-        First, tiers that track writes in flight receive ``mark_pending(key, version)`` (Redis:
-        one ``EVALSHA``), so that until this write-through reaches them they never report the
-        previous version as the latest, even if this process dies in between. Then each cache
-        tier receives ``put(record, new_messages=w.new_messages)``: only the new
-        rows, applied on top of the previous version it holds. Cache failures are logged and
-        ignored. The checkpointer may then call :meth:`attach_decoded` with the decoded
-        message objects.
+        Each cache tier receives ``put(record, new_messages=w.new_messages)``: only the new
+        rows, applied on top of the previous version it holds. Private tiers (the LRU) are
+        updated before this returns, shared tiers (Redis) in the background: no round trip to
+        them is waited for. Cache failures are logged and ignored. The checkpointer may then
+        call :meth:`attach_decoded` with the decoded message objects.
 
         Returns:
             The source's new record (``messages`` may be ``None``).
 
         Raises:
             StaleStateError: (``STORAGE_CONFLICT_000``) the source holds another version; the
-                thread was dropped from every cache tier first.
+                thread was dropped from every cache tier.
             StorageError: (``STORAGE_FORBIDDEN_001``) another user owns the thread; the
-                thread was dropped from every cache tier first.
+                thread was dropped from every cache tier.
             TransientStorageError: (``STORAGE_TRANSIENT_001``) retryable source failure; the
                 caches dropped the thread (the write may or may not have committed).
         """
-        key = ThreadKey(w.thread_id, w.user_id)
-        if self._markers:
-            await self._mark_pending(key, w.expected_version + 1)
         try:
             rec = await self.source.write(w)
         except StorageError as exc:
             if self.caches:
                 with anyio.CancelScope(shield=True):
-                    await self._invalidate_all(key, exc.error_code)
+                    await self._invalidate_all(ThreadKey(w.thread_id, w.user_id), exc.error_code)
             raise
         except BaseException as exc:  # cancelled or unexpected: the outcome is unknown
             if self.caches:
                 with anyio.CancelScope(shield=True):
-                    await self._invalidate_all(key, type(exc).__name__)
+                    await self._invalidate_all(
+                        ThreadKey(w.thread_id, w.user_id), type(exc).__name__
+                    )
             raise
-        if self.caches:
+        if self._private:
             with anyio.CancelScope(shield=True):
-                for cache in self.caches:
+                for cache in self._private:
                     await self._cache_put(cache, rec, w.new_messages)
+        for cache in self._shared:
+            self._later(self._put_op(cache, rec, w.new_messages))
         return rec
 
     async def attach_decoded(self, key: ThreadKey, version: int, decoded: Any) -> bool:
@@ -318,7 +334,7 @@ class LayeredStore:
             ``True`` when at least one tier attached it.
         """
         attached = False
-        for cache in self.caches:
+        for cache in self._private:
             fn = getattr(cache, "attach_decoded", None)
             if fn is None:
                 continue
@@ -329,12 +345,14 @@ class LayeredStore:
         return attached
 
     async def invalidate(self, key: ThreadKey) -> None:
-        """Drop the thread from every cache tier (any owner scope); the source is untouched.
-        Never raises for a cache failure."""
+        """Drop the thread from every cache tier (any owner scope) and wait until the shared
+        tiers did; the source is untouched. Never raises for a cache failure."""
         await self._invalidate_all(key, "requested")
+        await self._behind.flush()
 
     async def delete_thread(self, key: ThreadKey) -> bool:
-        """Delete the thread in the source, then drop it from every cache tier.
+        """Delete the thread in the source, then drop it from every cache tier (waiting for
+        the shared tiers too).
 
         Returns:
             ``True`` if the thread existed.
@@ -354,7 +372,8 @@ class LayeredStore:
             raise
         if self.caches:
             with anyio.CancelScope(shield=True):
-                await self._invalidate_all(key, "deleted", deleted=True)
+                await self._invalidate_all(key, "deleted")
+                await self._behind.flush()
         return existed
 
     # ------------------------------------------------------------------ delegated
@@ -397,11 +416,13 @@ class LayeredStore:
 
     def stats(self) -> dict[str, Any]:
         """Counters since creation: ``reads`` (latest reads through the caches),
-        ``cache_hits``, ``source_reads``, ``validations`` (cache hits checked),
-        ``source_checks`` (of which against the source's ``current_version``), ``stale``
-        (hits rejected as out of date), ``invalidations``, ``cache_failures``, and each tier's
-        own ``stats()`` under its name."""
+        ``cache_hits`` (copies the source confirmed current, or used unvalidated),
+        ``source_reads`` (no copy anywhere), ``validations`` (conditional reads of a copy),
+        ``stale`` (copies the source found out of date), ``invalidations``,
+        ``cache_failures``, ``behind`` (the background updates' ``submitted`` / ``done`` /
+        ``dropped`` / ``failed``), and each tier's own ``stats()`` under its name."""
         out: dict[str, Any] = dict(self._stats)
+        out["behind"] = self._behind.stats()
         for cache in self.caches:
             fn = getattr(cache, "stats", None)
             if callable(fn):
@@ -410,26 +431,42 @@ class LayeredStore:
 
     # ------------------------------------------------------------------ internals
 
-    def _stamps_trusted(self) -> bool:
-        """Whether the stamp tier's stamps can validate hits now (``True`` without one)."""
-        return self._stamper is None or bool(getattr(self._stamper, "stamps_trusted", True))
+    def _later(self, op: Any) -> None:
+        """Run ``op`` (a coroutine function) in the background lane; when there is no
+        asyncio loop to run it on, it is dropped (counted by the lane as not submitted)."""
+        self._behind.submit(op)
 
-    async def _truth(self, key: ThreadKey) -> _Truth:
-        """The thread's latest version, cheaply: the stamp tier's stamp (one ``GET``) when
-        its stamps are trusted, else the source's ``current_version``."""
-        self._stats["validations"] += 1
-        if self._stamper is not None and self._stamps_trusted():
-            try:
-                stamp = await self._stamper.read_stamp(key)
-            except Exception as exc:
-                if not isinstance(exc, StorageError):
-                    self._cache_failed(self._stamper, exc, "read_stamp")
-            else:
-                if stamp is None:
-                    return _Truth(None, None)
-                return _Truth(stamp.version, stamp.created_ms)
-        self._stats["source_checks"] += 1
-        return _Truth(await self.source.current_version(key), None)
+    def _put_op(
+        self,
+        cache: CacheTier,
+        rec: StoredCheckpoint,
+        new_messages: list[tuple[int, bytes]] | None,
+    ) -> Any:
+        async def op() -> None:
+            applied = await self._cache_put(cache, rec, new_messages)
+            if applied is False and new_messages is not None:
+                # The tier lacks the previous version the rows apply to (a write-through of
+                # it was lost or dropped): send the complete record when a private tier
+                # holds it, so a thread whose LRU stays warm does not stay out of Redis.
+                full = await self._private_copy(ThreadKey(rec.thread_id, rec.user_id))
+                if full is not None and _same_checkpoint(full, rec):
+                    await self._cache_put(cache, full)
+
+        return op
+
+    async def _private_copy(self, key: ThreadKey) -> StoredCheckpoint | None:
+        """The complete latest record a private tier holds for ``key``, or ``None``."""
+        for cache in self._private:
+            rec = await self._cache_get(cache, key)
+            if rec is not None and rec.messages is not None:
+                return rec
+        return None
+
+    def _invalidate_op(self, cache: CacheTier, key: ThreadKey) -> Any:
+        async def op() -> None:
+            await self._cache_invalidate(cache, key)
+
+        return op
 
     def _usable(self, key: ThreadKey, rec: Any) -> bool:
         """Whether a cache tier's answer is a consistent record of ``key`` (else: garbage)."""
@@ -451,7 +488,10 @@ class LayeredStore:
             return None
         if not self._usable(key, rec):
             self._cache_failed(cache, ValueError("inconsistent record"), "get")
-            await self._cache_invalidate(cache, key)
+            if cache in self._shared:
+                self._later(self._invalidate_op(cache, key))
+            else:
+                await self._cache_invalidate(cache, key)
             return None
         return rec
 
@@ -460,47 +500,41 @@ class LayeredStore:
         cache: CacheTier,
         rec: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None = None,
-    ) -> None:
-        """``cache.put``; on failure, log it and drop the thread from that tier."""
+    ) -> bool | None:
+        """``cache.put`` (its answer: ``False`` when a tier says it could not apply the
+        record); on failure, log it, drop the thread from that tier and answer ``None``."""
         try:
-            await cache.put(rec, new_messages)
+            applied: bool | None = await cache.put(rec, new_messages)  # type: ignore[func-returns-value]
         except Exception as exc:
             self._cache_failed(cache, exc, "put")
             await self._cache_invalidate(cache, ThreadKey(rec.thread_id, rec.user_id))
+            return None
+        return applied
 
-    async def _cache_invalidate(
-        self, cache: CacheTier, key: ThreadKey, *, deleted: bool = False
-    ) -> None:
-        """``cache.invalidate`` (``deleted=True`` passed on to tiers tracking writes in
-        flight), logging (never raising) a failure."""
+    async def _cache_invalidate(self, cache: CacheTier, key: ThreadKey) -> None:
+        """``cache.invalidate``, logging (never raising) a failure."""
         try:
-            if deleted and cache in self._markers:
-                await cache.invalidate(key, deleted=True)  # type: ignore[call-arg]
-            else:
-                await cache.invalidate(key)
+            await cache.invalidate(key)
         except Exception as exc:
             self._cache_failed(cache, exc, "invalidate")
 
-    async def _mark_pending(self, key: ThreadKey, version: int) -> None:
-        """Announce the write of ``version`` to every tier tracking writes in flight, before
-        the source write; a failure is logged, never raised (the tier handles its own)."""
-        for cache in self._markers:
-            try:
-                await cache.mark_pending(key, version)
-            except Exception as exc:
-                self._cache_failed(cache, exc, "mark_pending")
-
     async def _fill(self, tiers: Sequence[CacheTier], rec: StoredCheckpoint) -> None:
-        """Put the complete ``rec`` into ``tiers``, nearest the source first."""
-        for cache in reversed(tiers):
-            await self._cache_put(cache, rec)
+        """Put the complete ``rec`` into ``tiers``: private ones now, shared ones in the
+        background."""
+        for cache in tiers:
+            if cache in self._shared:
+                self._later(self._put_op(cache, rec, None))
+            else:
+                await self._cache_put(cache, rec)
 
-    async def _invalidate_all(self, key: ThreadKey, reason: str, *, deleted: bool = False) -> None:
-        """Drop the thread from every cache tier (``deleted``: it was deleted in the source);
-        span event with ``reason``."""
+    async def _invalidate_all(self, key: ThreadKey, reason: str) -> None:
+        """Drop the thread from every cache tier (private ones now, shared ones in the
+        background, after the updates queued before); span event with ``reason``."""
         self._stats["invalidations"] += 1
-        for cache in self.caches:
-            await self._cache_invalidate(cache, key, deleted=deleted)
+        for cache in self._private:
+            await self._cache_invalidate(cache, key)
+        for cache in self._shared:
+            self._later(self._invalidate_op(cache, key))
         _event(
             EVENT.CACHE_INVALIDATED,
             {ATTR.THREAD_ID: key.thread_id, ATTR.INVALIDATION_REASON: reason},

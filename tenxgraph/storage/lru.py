@@ -28,9 +28,16 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from tenxgraph.records import (
+    Range,
+    StoredCheckpoint,
+    ThreadKey,
+    expand_ranges,
+    ranges_extend,
+    ranges_len,
+    tail_seqs,
+)
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, SpanKind, counter, enabled, span
-
-from .base import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 
 __all__ = ["LRUCache"]
 
@@ -53,29 +60,6 @@ def _write_bytes(record: StoredCheckpoint, new_messages: list[tuple[int, bytes]]
     else:
         blobs = sum(len(b) for _, b in new_messages or ())
     return len(record.values) + blobs
-
-
-def _extends(old: tuple[Range, ...], new: tuple[Range, ...]) -> bool:
-    """Whether ``new`` only appends to ``old``: same ranges, the last one possibly longer,
-    more ranges after it. Then every message of ``old`` keeps its place."""
-    n = len(old)
-    if n == 0:
-        return True
-    if len(new) < n or new[: n - 1] != old[: n - 1]:
-        return False
-    (os_, oe), (ns, ne) = old[n - 1], new[n - 1]
-    return os_ == ns and ne >= oe
-
-
-def _tail_seqs(old: tuple[Range, ...], new: tuple[Range, ...]) -> list[int]:
-    """Seqs ``new`` adds after ``old`` when ``_extends(old, new)``, in list order."""
-    n = len(old)
-    out: list[int] = []
-    if n:
-        out.extend(range(old[n - 1][1], new[n - 1][1]))
-    for s, e in new[n:]:
-        out.extend(range(s, e))
-    return out
 
 
 def _decoded_len(decoded: Any) -> int:
@@ -397,10 +381,10 @@ class LRUCache:
         seq of ``ranges`` is in neither."""
         old = cur.messages
         assert old is not None
-        if _extends(cur.ranges, ranges):
+        if ranges_extend(cur.ranges, ranges):
             by_seq = dict(rows)
             try:
-                tail = [by_seq[s] for s in _tail_seqs(cur.ranges, ranges)]
+                tail = [by_seq[s] for s in tail_seqs(cur.ranges, ranges)]
             except KeyError:
                 return None
             # Extend in place unless the list object was handed out (copy-on-write).

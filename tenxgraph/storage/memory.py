@@ -46,16 +46,18 @@ from tenxgraph.core.exceptions import (
     forbidden,
     stale,
 )
-from tenxgraph.storage import serde
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
-    threads_from_rows,
+    ranges_extend,
+    tail_seqs,
 )
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import threads_from_rows
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
 __all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]
@@ -232,6 +234,53 @@ class MemoryStore:
             if rec is not None:
                 sp.set_attribute(ATTR.VERSION, rec.version)
             return rec
+
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against the cached copy ``known``.
+
+        Args:
+            key: thread and owner scope.
+            known: a cache's copy of some version of the thread, or ``None`` (a full read).
+
+        Returns:
+            ``known`` itself when it is still the latest version (same ``version`` and
+            ``created_at``); else the latest version with its complete message list, reusing
+            ``known.messages`` (and ``known.decoded``) when the thread only appended since;
+            ``None`` when the thread does not exist or another user owns it.
+        """
+        await checkpoint()
+        with span(SPAN.CHECKPOINT_READ, attributes=self._attrs(key.thread_id)) as sp:
+            with self._lock:
+                t = self._owned(key)
+                cur = None if t is None else t.versions.get(t.latest)
+                if t is None or cur is None:
+                    sp.set_attribute(ATTR.HIT, False)
+                    return None
+                sp.set_attribute(ATTR.HIT, True)
+                sp.set_attribute(ATTR.VERSION, t.latest)
+                old = None if known is None else t.versions.get(known.version)
+                if known is None or old is None or old.created_at != known.created_at:
+                    return t.record(key.thread_id, t.latest, True)
+                if t.latest == known.version:
+                    return known
+                if known.messages is None or not ranges_extend(old.ranges, cur.ranges):
+                    return t.record(key.thread_id, t.latest, True)
+                rows = t.rows
+                tail = [rows[seq] for seq in tail_seqs(old.ranges, cur.ranges)]
+                return StoredCheckpoint(
+                    thread_id=key.thread_id,
+                    user_id=t.owner,
+                    version=t.latest,
+                    values=cur.values,
+                    ranges=cur.ranges,
+                    messages=known.messages + tail,
+                    next_seq=cur.next_seq,
+                    status=cur.status,
+                    created_at=cur.created_at,
+                    decoded=known.decoded,
+                )
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number, or ``None`` when missing or owned by another user."""

@@ -59,6 +59,7 @@ from typing import Any, LiteralString, cast
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
+from psycopg.types.numeric import Int8
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from tenxgraph._redact import secret_candidates
@@ -78,12 +79,7 @@ from tenxgraph.core.exceptions import (
     redact,
     stale,
 )
-from tenxgraph.storage import _sql, serde
-from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
-from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
-from tenxgraph.storage._pool_config import check_pool_config
-from tenxgraph.storage._tasks import keep_task
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
@@ -91,9 +87,13 @@ from tenxgraph.storage.base import (
     ThreadInfo,
     ThreadKey,
     ranges_len,
-    report_skipped,
-    threads_from_rows,
 )
+from tenxgraph.storage import _sql, serde
+from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
+from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
+from tenxgraph.storage._pool_config import check_pool_config
+from tenxgraph.storage._tasks import keep_task
+from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, span
 
@@ -324,6 +324,7 @@ class PostgresStore:
         self._q: dict[str, LiteralString] = q
         self._q_cas: LiteralString = q["CHECKPOINT_CAS"]
         self._q_create: LiteralString = q["CHECKPOINT_CREATE"]
+        self._q_since: LiteralString = q["READ_SINCE"]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -874,16 +875,19 @@ class PostgresStore:
         ranges = w.ranges
         msgs = w.new_messages
         datas = [d for _, d in msgs]
+        # Typed parameters: every integer is sent as int8 (psycopg would pick int2, int4 or
+        # int8 by magnitude) and no parameter is ever None, so each statement has one
+        # parameter signature and psycopg prepares it once per connection, never again.
         params: dict[str, Any] = {
             "thread_id": w.thread_id,
             "owner": w.user_id,
             "values": w.values,
-            "ranges": [x for r in ranges for x in r],
-            "min_seq": min_seq_of(ranges, w.next_seq),
-            "next_seq": w.next_seq,
+            "ranges": [Int8(x) for r in ranges for x in r],
+            "min_seq": Int8(min_seq_of(ranges, w.next_seq)),
+            "next_seq": Int8(w.next_seq),
             "status": w.status,
-            "created_at": w.created_at,
-            "seqs": [s for s, _ in msgs],
+            "created_at": float(w.created_at),
+            "seqs": [Int8(s) for s, _ in msgs],
             "datas": datas,
         }
         if expected == 0:
@@ -891,10 +895,10 @@ class PostgresStore:
         else:
             limit = w.history_limit if w.history_limit and w.history_limit > 0 else None
             prune_to = new_version - limit if limit is not None and new_version > limit else None
-            params["expected"] = expected
-            params["prune_to"] = prune_to
-            params["expect_seen"] = (
-                expected if prune_to is not None and prune_to < expected else None
+            params["expected"] = Int8(expected)
+            params["prune_to"] = Int8(_sql.NO_VERSION if prune_to is None else prune_to)
+            params["expect_seen"] = Int8(
+                expected if prune_to is not None and prune_to < expected else _sql.NO_VERSION
             )
             query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
         attrs = self._span_attrs(operation, w.thread_id)
@@ -1074,6 +1078,73 @@ class PostgresStore:
                 next_seq=next_seq,
                 status=status,
                 created_at=created_at,
+            )
+
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against a cached copy ``known``: one
+        statement (``READ_SINCE``), one round trip, whatever the thread's length. It is the
+        first read of every run (``known=None`` without a cached copy: the full thread).
+
+        Args:
+            key: thread and owner scope.
+            known: the copy a cache holds (its ``version`` and ``created_at`` name it; its
+                ``messages`` are reused when the thread only appended since), or ``None``.
+
+        Returns:
+            ``known`` itself when it is still the latest version; else the latest version with
+            its complete message list (the copy's messages followed by the new rows when the
+            thread only appended, ``decoded`` carried over so only the new rows need decoding);
+            ``None`` when the thread does not exist or another user owns it.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+            StorageError: ``STORAGE_000`` on another failure, or when a version's message rows
+                are missing (a damaged database).
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            rows = await self._fetch(
+                self._q_since,
+                {
+                    "thread_id": key.thread_id,
+                    "owner": key.user_id,
+                    "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
+                    "known_created_at": 0.0 if known is None else float(known.created_at),
+                    "delta_ok": known is not None and known.messages is not None,
+                },
+            )
+            if not rows:
+                sp.set_attribute(ATTR.HIT, False)
+                return None
+            v, values, flat, next_seq, status, created_at, base, messages = rows[0]
+            sp.set_attribute(ATTR.HIT, True)
+            sp.set_attribute(ATTR.VERSION, v)
+            if base < 0 and known is not None:
+                return known
+            ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
+            decoded = None
+            if base > 0 and known is not None and known.messages is not None:
+                messages = known.messages + messages
+                decoded = known.decoded
+            if len(messages) != ranges_len(ranges):
+                raise StorageError(
+                    f"version {v} of thread {key.thread_id!r} references message rows that "
+                    "do not exist; the database was modified outside tenxgraph",
+                    context={"thread_id": key.thread_id, "version": v},
+                )
+            return StoredCheckpoint(
+                thread_id=key.thread_id,
+                user_id=key.user_id,
+                version=v,
+                values=values,
+                ranges=ranges,
+                messages=messages,
+                next_seq=next_seq,
+                status=status,
+                created_at=created_at,
+                decoded=decoded,
             )
 
     async def current_version(self, key: ThreadKey) -> int | None:

@@ -92,10 +92,10 @@ from tenxgraph.core.exceptions import (
     TransientStorageError,
     redact,
 )
+from tenxgraph.records import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
 from ._tasks import cancel_guards, start_guard
-from .base import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 
 __all__ = ["RedisCache", "Stamp", "auth_error"]
 
@@ -738,8 +738,12 @@ class RedisCache:
 
     async def put(
         self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None = None
-    ) -> None:
+    ) -> bool:
         """Cache ``record`` as the thread's latest, atomically, in one round trip.
+
+        Returns ``True`` when Redis now holds ``record`` (or a newer version), ``False`` when
+        it could not apply it: rows that do not apply on top of what Redis holds (the caller
+        may send the complete record instead), Redis unavailable, or unusable data.
 
         Args:
             record: the checkpoint. With ``record.messages`` set it is complete and replaces
@@ -765,7 +769,7 @@ class RedisCache:
             except (ValueError, TypeError) as exc:  # a malformed record: drop what is cached
                 self._garbage(sp, tid, type(exc).__name__)
                 await self._delete_quietly(tid)
-                return
+                return False
             if sp.is_recording():
                 sp.set_attribute(ATTR.VERSION, record.version)
                 sp.set_attribute(ATTR.MESSAGES_WRITTEN, nrows)
@@ -781,12 +785,14 @@ class RedisCache:
                     self._stats["pending"] += 1  # a fill below the pending floor: refused
                 else:
                     self._stats["writes"] += 1
+                return res in (0, 1)
             except _Unavailable as exc:
                 self._mark_dirty(tid)
                 self._failure(sp, exc, tid)
             except (RedisError, ValueError, TypeError, UnicodeError) as exc:
                 self._mark_dirty(tid)
                 self._garbage(sp, tid, type(exc).__name__)
+            return False
 
     def _put_args(
         self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None

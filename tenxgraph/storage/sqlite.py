@@ -49,18 +49,17 @@ from tenxgraph.core.exceptions import (
     redact,
     stale,
 )
-from tenxgraph.storage import _sqlite_sql as q
-from tenxgraph.storage import serde
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
-    report_skipped,
-    threads_from_rows,
 )
+from tenxgraph.storage import _sqlite_sql as q
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
 
@@ -403,6 +402,27 @@ class SqliteStore:
                 size = len(rec.values) + sum(len(m) for m in rec.messages or ())
                 sp.set_attribute(ATTR.BYTES, size)
             return rec
+
+    async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against the cached copy ``known``: the
+        version row alone when ``known`` is still the latest (same ``version`` and
+        ``created_at``: ``known`` itself is returned), else the full latest version (a local
+        file: a second read costs no round trip).
+
+        Returns:
+            ``known``, the latest record with its messages, or ``None`` when the thread does
+            not exist or another user owns it.
+        """
+        if known is None:
+            return await self.read(key)
+        meta = await self.read(key, with_messages=False)
+        if meta is None:
+            return None
+        if meta.version == known.version and meta.created_at == known.created_at:
+            return known
+        return await self.read(key)
 
     def _read_sync(
         self, conn: sqlite3.Connection, key: ThreadKey, version: int | None, with_messages: bool

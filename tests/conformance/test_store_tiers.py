@@ -16,16 +16,16 @@ import pytest
 
 from tenxgraph.core.exceptions import LedgerWriteError, StaleStateError, StorageError
 from tenxgraph.core.state import Message
-from tenxgraph.storage import serde
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
     LedgerEntry,
     Range,
-    StoreTier,
     ThreadKey,
     expand_ranges,
     ranges_len,
 )
+from tenxgraph.storage import serde
+from tenxgraph.storage.base import StoreTier
 
 pytestmark = pytest.mark.anyio
 

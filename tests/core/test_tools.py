@@ -20,8 +20,8 @@ from tenxgraph.core.exceptions import LedgerWriteError, StorageError
 from tenxgraph.core.graph.tool_node import ToolNode, call_key_for, pending_tool_calls
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock, ToolResultBlock
 from tenxgraph.models.base import assistant_message
+from tenxgraph.records import LedgerEntry, ThreadKey
 from tenxgraph.storage import serde
-from tenxgraph.storage.base import LedgerEntry, ThreadKey
 from tenxgraph.utils.decorators import tool
 
 pytestmark = pytest.mark.anyio

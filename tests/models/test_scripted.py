@@ -20,7 +20,7 @@ from tenxgraph.models import (
     assistant_message,
     normalize_assistant,
 )
-from tenxgraph.storage.base import ThreadKey
+from tenxgraph.records import ThreadKey
 from tenxgraph.utils.decorators import tool
 
 pytestmark = pytest.mark.anyio

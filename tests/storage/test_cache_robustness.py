@@ -63,8 +63,8 @@ def test_every_key_of_a_thread_shares_one_non_empty_hash_tag(thread_id: str) -> 
 
 
 def test_lru_byte_bound_counts_decoded_objects() -> None:
+    from tenxgraph.records import StoredCheckpoint
     from tenxgraph.storage import serde
-    from tenxgraph.storage.base import StoredCheckpoint
 
     msgs = [Message.text_message("x" * 200, message_id=str(i)) for i in range(10)]
     blobs = [serde.encode_message(m) for m in msgs]

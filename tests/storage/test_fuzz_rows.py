@@ -22,8 +22,8 @@ from tenxgraph.core.exceptions import SerializationError, TenxGraphError
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.graph.tool_node import _decode as decode_ledger_result
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.records import LedgerEntry
 from tenxgraph.storage import serde
-from tenxgraph.storage.base import LedgerEntry
 from tenxgraph.storage.checkpointer import SqliteCheckpointer
 from tenxgraph.utils import END
 

@@ -6,7 +6,8 @@ import orjson
 import pytest
 from opentelemetry import trace
 
-from tenxgraph.storage.base import CacheTier, StoredCheckpoint, ThreadKey, expand_ranges
+from tenxgraph.records import StoredCheckpoint, ThreadKey, expand_ranges
+from tenxgraph.storage.base import CacheTier
 from tenxgraph.storage.lru import LRUCache
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from tenxgraph.core.exceptions import StaleStateError, StorageError
-from tenxgraph.storage.base import CheckpointWrite, Range, ThreadKey, expand_ranges
+from tenxgraph.records import CheckpointWrite, Range, ThreadKey, expand_ranges
 from tenxgraph.storage.memory import MemoryStore, min_seq_of
 
 pytestmark = pytest.mark.anyio

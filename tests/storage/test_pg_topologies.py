@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from tenxgraph.core.exceptions import ConfigError
+from tenxgraph.records import CheckpointWrite, ThreadKey
 from tenxgraph.storage import _sql
 from tenxgraph.storage._migrations import MIGRATIONS, render_step
-from tenxgraph.storage.base import CheckpointWrite, ThreadKey
 from tenxgraph.storage.checkpointer import PgCheckpointer
 from tenxgraph.storage.postgres import PostgresStore, _drive
 
@@ -67,6 +67,9 @@ SAMPLE: dict[str, Any] = {
     "tool_call_id": b"c",
     "tool_name": b"n",
     "result": b"r",
+    "known_version": 1,
+    "known_created_at": 1.0,
+    "delta_ok": True,
 }
 
 

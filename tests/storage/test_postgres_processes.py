@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from tenxgraph.core.exceptions import StaleStateError, TransientStorageError
-from tenxgraph.storage.base import CheckpointWrite, ThreadKey, ranges_len
+from tenxgraph.records import CheckpointWrite, ThreadKey, ranges_len
 from tenxgraph.storage.postgres import PostgresStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

@@ -29,9 +29,10 @@ from tenxgraph.core.exceptions import (
     StorageError,
     TransientStorageError,
 )
+from tenxgraph.records import CheckpointWrite, LedgerEntry, ThreadKey
 from tenxgraph.storage import _sql
 from tenxgraph.storage._migrations import CURRENT_VERSION, MIGRATIONS
-from tenxgraph.storage.base import CheckpointWrite, LedgerEntry, StoreTier, ThreadKey
+from tenxgraph.storage.base import StoreTier
 from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
 
 pytestmark = pytest.mark.postgres

@@ -29,7 +29,8 @@ from opentelemetry import trace
 from redis.crc import key_slot
 
 from tenxgraph.core.exceptions import ConfigError, TransientStorageError
-from tenxgraph.storage.base import CacheTier, StoredCheckpoint, ThreadKey, expand_ranges
+from tenxgraph.records import StoredCheckpoint, ThreadKey, expand_ranges
+from tenxgraph.storage.base import CacheTier
 from tenxgraph.storage.redis import RedisCache, Stamp
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]

@@ -25,7 +25,7 @@ from redis.crc import key_slot
 
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState
-from tenxgraph.storage.base import StoredCheckpoint, ThreadKey
+from tenxgraph.records import StoredCheckpoint, ThreadKey
 from tenxgraph.storage.checkpointer import PgCheckpointer
 from tenxgraph.storage.redis import RedisCache
 from tenxgraph.utils import END

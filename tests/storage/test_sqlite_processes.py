@@ -18,8 +18,8 @@ import pytest
 
 from tenxgraph.core.exceptions import StaleStateError, TransientStorageError
 from tenxgraph.core.state import Message
+from tenxgraph.records import CheckpointWrite, ThreadKey, ranges_len
 from tenxgraph.storage import serde
-from tenxgraph.storage.base import CheckpointWrite, ThreadKey, ranges_len
 from tenxgraph.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ from tenxgraph.core.exceptions import (
     StorageError,
     TransientStorageError,
 )
+from tenxgraph.records import CheckpointWrite, LedgerEntry, Range, ThreadKey
 from tenxgraph.storage import _sqlite_sql as q
 from tenxgraph.storage import serde
-from tenxgraph.storage.base import CheckpointWrite, LedgerEntry, Range, ThreadKey
 from tenxgraph.storage.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
-from tenxgraph.storage.base import ThreadKey
+from tenxgraph.records import ThreadKey
 from tenxgraph.telemetry import METRIC, counter
 from tenxgraph.utils.constants import ResponseGranularity
 

@@ -106,8 +106,8 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.core.state import Message, ToolCallBlock, ToolResultBlock
 from tenxgraph.core.state.tool_result import ToolResult
+from tenxgraph.records import LedgerEntry
 from tenxgraph.storage import serde
-from tenxgraph.storage.base import LedgerEntry
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, counter, span
 
 from ._schema import ToolSpec, build_tool_spec, format_validation_error

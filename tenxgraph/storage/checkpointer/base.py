@@ -33,17 +33,18 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.reducers import MessageList
-from tenxgraph.storage import serde
-from tenxgraph.storage._diff import DurableView, diff_messages
-from tenxgraph.storage.base import (
+from tenxgraph.records import (
     CheckpointWrite,
+    DurableView,
     LedgerEntry,
+    Loaded,
     StoredCheckpoint,
-    StoreTier,
     ThreadInfo,
     ThreadKey,
-    report_skipped,
 )
+from tenxgraph.storage import serde
+from tenxgraph.storage._diff import diff_messages
+from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
 
@@ -115,23 +116,6 @@ string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
 SEEN_MAX_THREADS = 1024
 #: Versions decoded per page by ``get_state_history`` (bounds the raw rows held at once).
 HISTORY_PAGE = 16
-
-
-@dataclass(slots=True)
-class Loaded:
-    """A decoded durable version, as the runtime holds it between steps.
-
-    Attributes:
-        state: the state object (its ``context`` is a private copy the run may extend).
-        version: the durable version it came from (or was written as).
-        view: the message side of that version, for diff-only writes.
-        created_at: UNIX seconds of the version.
-    """
-
-    state: AgentState
-    version: int
-    view: DurableView
-    created_at: float
 
 
 @dataclass(slots=True)
@@ -412,12 +396,20 @@ class BaseCheckpointer(Generic[StateT]):
         """
         n: int
         if rec.decoded is not None:
-            values, _ = serde.decode_checkpoint(
-                state_cls, rec.values, None, thread_id=rec.thread_id, version=rec.version
-            )
             objs, n = rec.decoded
+            # The decoded objects cover the first ``n`` messages; a read that found the thread
+            # only appended since (``read_since``) brings the rows after them: decode those.
+            tail = rec.messages[n:] if rec.messages is not None else None
+            values, more = serde.decode_checkpoint(
+                state_cls, rec.values, tail, thread_id=rec.thread_id, version=rec.version
+            )
             base = objs[:n]
+            fresh = bool(more)
+            if more:
+                base.extend(more)
+                n += len(more)
         else:
+            fresh = True
             values, base = serde.decode_checkpoint(
                 state_cls,
                 rec.values,
@@ -428,9 +420,7 @@ class BaseCheckpointer(Generic[StateT]):
                 memo=memo,
             )
             n = len(base)
-        lineage = (
-            objs.lineage if rec.decoded is not None and isinstance(objs, MessageList) else None
-        )
+        lineage = objs.lineage if not fresh and isinstance(objs, MessageList) else None
         msgs = MessageList(base, lineage=lineage)
         state = state_cls.model_construct(**values, context=msgs)
         view = DurableView(messages=msgs, length=n, ranges=rec.ranges, next_seq=rec.next_seq)
@@ -493,12 +483,20 @@ class BaseCheckpointer(Generic[StateT]):
                 config["_checkpoint_version"] = 0
                 self._remember(key, None)
                 return None
+            decoded_before = rec.decoded
             loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
             if loaded is None:
                 config["_checkpoint_version"] = 0
                 self._remember(key, None)
                 return None
             sp.set_attribute(ATTR.VERSION, loaded.version)
+            if decoded_before is None or decoded_before[1] != loaded.view.length:
+                # Keep what was just decoded beside the copy in the in-process tier, so the
+                # next read of this version decodes nothing (a warm read stays flat in the
+                # thread's length).
+                attach = getattr(self.store, "attach_decoded", None)
+                if attach is not None:
+                    await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
         config["_checkpoint_version"] = loaded.version
         self._remember(key, loaded)
         return loaded

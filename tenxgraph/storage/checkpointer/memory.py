@@ -35,7 +35,12 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lru_max_entries: int = 1024,
         cache_max_entries: int = 10_000,
     ) -> None:
-        store = LayeredStore(MemoryStore(), caches=[LRUCache(max_entries=lru_max_entries)])
+        # The in-memory source is private to this checkpointer and every write goes through
+        # the layered store, which updates (or drops) the LRU copy before returning: the copy
+        # cannot go stale, so a hit needs no confirmation from the source.
+        store = LayeredStore(
+            MemoryStore(), caches=[LRUCache(max_entries=lru_max_entries)], validate=False
+        )
         super().__init__(
             store,
             state_history_limit=state_history_limit,
