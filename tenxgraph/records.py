@@ -151,6 +151,11 @@ class CheckpointWrite:
             ``values`` (key ``serde.WRITE_TOKEN_KEY``), so a tier whose connection broke after
             sending the write recognises its own commit by reading the new version's
             ``values`` back and comparing the bytes (see ``PostgresStore.write``).
+        base_created_at: ``created_at`` of version ``expected_version`` as this run read it,
+            or ``None`` when unknown (or ``expected_version == 0``). Version numbers start
+            again at 1 when a thread is deleted and created anew, so a version number alone
+            does not identify a checkpoint: a cache tier applies ``new_messages`` on top of
+            its copy of ``expected_version`` only when that copy's ``created_at`` is this one.
     """
 
     thread_id: str
@@ -164,6 +169,7 @@ class CheckpointWrite:
     history_limit: int | None
     created_at: float
     token: str = ""
+    base_created_at: float | None = None
 
     def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
         """The :class:`StoredCheckpoint` this write creates once it succeeds."""

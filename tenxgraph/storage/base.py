@@ -231,14 +231,20 @@ class CacheTier(Protocol):
         """The cached latest checkpoint of ``key`` (same owner scope only), or ``None``."""
 
     async def put(
-        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None = None
+        self,
+        record: StoredCheckpoint,
+        new_messages: list[tuple[int, bytes]] | None = None,
+        base_created_at: float | None = None,
     ) -> None:
         """Cache ``record`` as the thread's latest (ignored if older than what is cached).
 
         Either ``record.messages`` is complete (a read filled the tier), or ``new_messages``
         holds only the rows this version added (a write-through after a CAS write): the tier
         then applies them on top of the version it holds, ``record.version - 1``, and drops the
-        thread when it does not hold exactly that version. ``record.decoded`` may carry the
+        thread when it does not hold exactly that checkpoint: that version, created at
+        ``base_created_at`` (a thread deleted and created anew reuses version numbers; see
+        :attr:`CheckpointWrite.base_created_at <tenxgraph.records.CheckpointWrite>`).
+        ``record.decoded`` may carry the
         in-process message objects (``(message_list, length)``); only the LRU keeps it.
         """
 

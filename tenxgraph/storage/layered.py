@@ -315,9 +315,9 @@ class LayeredStore:
         if self._private:
             with anyio.CancelScope(shield=True):
                 for cache in self._private:
-                    await self._cache_put(cache, rec, w.new_messages)
+                    await self._cache_put(cache, rec, w.new_messages, w.base_created_at)
         for cache in self._shared:
-            self._later(self._put_op(cache, rec, w.new_messages))
+            self._later(self._put_op(cache, rec, w.new_messages, w.base_created_at))
         return rec
 
     async def attach_decoded(self, key: ThreadKey, version: int, decoded: Any) -> bool:
@@ -441,9 +441,10 @@ class LayeredStore:
         cache: CacheTier,
         rec: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None,
+        base_created_at: float | None = None,
     ) -> Any:
         async def op() -> None:
-            applied = await self._cache_put(cache, rec, new_messages)
+            applied = await self._cache_put(cache, rec, new_messages, base_created_at)
             if applied is False and new_messages is not None:
                 # The tier lacks the previous version the rows apply to (a write-through of
                 # it was lost or dropped): send the complete record when a private tier
@@ -500,11 +501,15 @@ class LayeredStore:
         cache: CacheTier,
         rec: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None = None,
+        base_created_at: float | None = None,
     ) -> bool | None:
         """``cache.put`` (its answer: ``False`` when a tier says it could not apply the
         record); on failure, log it, drop the thread from that tier and answer ``None``."""
         try:
-            applied: bool | None = await cache.put(rec, new_messages)  # type: ignore[func-returns-value]
+            # The protocol's put returns None; RedisCache.put answers whether it applied.
+            applied: bool | None = await cache.put(  # type: ignore[func-returns-value]
+                rec, new_messages, base_created_at
+            )
         except Exception as exc:
             self._cache_failed(cache, exc, "put")
             await self._cache_invalidate(cache, ThreadKey(rec.thread_id, rec.user_id))

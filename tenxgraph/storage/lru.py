@@ -176,7 +176,10 @@ class LRUCache:
         return self._get(key)
 
     async def put(
-        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None = None
+        self,
+        record: StoredCheckpoint,
+        new_messages: list[tuple[int, bytes]] | None = None,
+        base_created_at: float | None = None,
     ) -> None:
         """Cache ``record`` as the thread's latest (ignored when older than the cached one).
 
@@ -189,6 +192,9 @@ class LRUCache:
                 When the cached entry is not that version (or lacks blobs) and the rows do not
                 cover the whole record, the thread's messages are dropped; ``record.decoded``
                 is then kept alone when set.
+            base_created_at: ``created_at`` of the version ``new_messages`` apply to; a cached
+                entry of that version created at another time (the thread was deleted and
+                created anew) is not extended. ``None``: not checked.
         """
         if _tracing_enabled():
             with span(
@@ -201,9 +207,9 @@ class LRUCache:
                     ATTR.BYTES: _write_bytes(record, new_messages),
                 },
             ):
-                self._put(record, new_messages)
+                self._put(record, new_messages, base_created_at)
             return
-        self._put(record, new_messages)
+        self._put(record, new_messages, base_created_at)
 
     async def invalidate(self, key: ThreadKey) -> None:
         """Drop the thread's entry, whatever its owner scope."""
@@ -293,7 +299,12 @@ class LRUCache:
         counter(METRIC.CACHE_HITS if hit else METRIC.CACHE_MISSES).add(1, {ATTR.TIER: self.name})
         return rec
 
-    def _put(self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None) -> None:
+    def _put(
+        self,
+        record: StoredCheckpoint,
+        new_messages: list[tuple[int, bytes]] | None,
+        base_created_at: float | None = None,
+    ) -> None:
         """Store ``record`` under the lock (see :meth:`put`), then evict to the bounds."""
         tid = record.thread_id
         with self._lock:
@@ -306,6 +317,13 @@ class LRUCache:
                 if cur.version == record.version and cur.created_at == record.created_at:
                     self._complete_same(tid, cur, record)
                     return
+            if (
+                cur is not None
+                and base_created_at is not None
+                and cur.version == record.version - 1
+                and cur.created_at != base_created_at
+            ):
+                cur = None  # same version number, another checkpoint: never extended
             entry = self._build(record, new_messages, cur)
             self._remove(tid)
             entry.nbytes = entry.size()

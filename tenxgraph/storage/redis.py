@@ -191,7 +191,11 @@ return {m[3], m[4], m[5], m[6], m[7], m[8], table.concat(lens, ','), table.conca
 #       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 stamp, 11 fmt,
 #       12 kind ('write': a write-through of a version the caller committed; 'fill': a copy of
 #       what the caller read from the source), 13 row seqs "s1,s2,...",
-#       14 row lengths "n1,n2,...", 15 the row blobs concatenated
+#       14 row lengths "n1,n2,...", 15 the row blobs concatenated, 16 created_at of the
+#       version the 'inc' rows apply to ('' unknown: not checked). A version
+#       number alone does not name a checkpoint (a thread deleted and created anew counts from
+#       1 again), so rows extend the cached copy only when its created_at is that one, and a
+#       complete record replaces a copy of the same version created at another time.
 # Returns 1 applied, 2 data dropped (stamp set), 0 ignored (a newer version is cached),
 # 3 refused (a fill below the pending floor: a write may have committed a newer version).
 _PUT_LUA = """
@@ -230,16 +234,16 @@ if s then
     if n == v and mode ~= 'inc' then keep_stamp = true end
   end
 end
-local cv, co, cr = nil, nil, nil
+local cv, co, cr, cc = nil, nil, nil, nil
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'hash' then
-  local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt')
-  if m[4] == ARGV[11] then cv, co, cr = tonumber(m[1]), m[2], m[3] end
+  local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt', 'created_at')
+  if m[4] == ARGV[11] then cv, co, cr, cc = tonumber(m[1]), m[2], m[3], m[5] end
 end
 local mt = redis.call('TYPE', KEYS[2])['ok']
 if mt ~= 'hash' and mt ~= 'none' then cv = nil end
 if cv and co == owner then
-  if cv > v or (cv == v and mode ~= 'inc') then settle(); return 0 end
+  if cv > v or (cv == v and mode ~= 'inc' and cc == ARGV[8]) then settle(); return 0 end
 end
 
 local function set_rows()
@@ -299,7 +303,7 @@ local function prune(new)
 end
 
 local applied = false
-if mode == 'inc' and cv and co == owner and cv == v - 1 then
+if mode == 'inc' and cv and co == owner and cv == v - 1 and (ARGV[16] == '' or cc == ARGV[16]) then
   local ok1, old = pcall(cjson.decode, cr)
   local ok2, new = pcall(cjson.decode, ARGV[5])
   if ok1 and ok2 and valid_ranges(old) and valid_ranges(new) then
@@ -737,7 +741,10 @@ class RedisCache:
             return rec
 
     async def put(
-        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None = None
+        self,
+        record: StoredCheckpoint,
+        new_messages: list[tuple[int, bytes]] | None = None,
+        base_created_at: float | None = None,
     ) -> bool:
         """Cache ``record`` as the thread's latest, atomically, in one round trip.
 
@@ -753,6 +760,9 @@ class RedisCache:
                 ``record.version - 1``; when Redis holds anything else the thread's data keys
                 are deleted instead. Rows covering the whole record (a thread's first
                 version) make it complete.
+            base_created_at: ``created_at`` of the version the rows apply to. The cached
+                copy is extended only when it is that checkpoint (a thread deleted and created
+                anew reuses version numbers); ``None``: not checked.
 
         The version stamp is set to ``record.version`` unless Redis already has a newer
         stamp for the same owner. A read fill (``new_messages is None``) below the pending
@@ -765,7 +775,7 @@ class RedisCache:
         tid = record.thread_id
         with self._span(SPAN.CHECKPOINT_WRITE, tid, "EVALSHA") as sp:
             try:
-                args, nrows = self._put_args(record, new_messages)
+                args, nrows = self._put_args(record, new_messages, base_created_at)
             except (ValueError, TypeError) as exc:  # a malformed record: drop what is cached
                 self._garbage(sp, tid, type(exc).__name__)
                 await self._delete_quietly(tid)
@@ -795,7 +805,10 @@ class RedisCache:
             return False
 
     def _put_args(
-        self, record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None
+        self,
+        record: StoredCheckpoint,
+        new_messages: list[tuple[int, bytes]] | None,
+        base_created_at: float | None = None,
     ) -> tuple[list[Any], int]:
         """ARGV of the put script (see ``_PUT_LUA``) and the number of rows it carries."""
         owner = _owner(record.user_id)
@@ -836,6 +849,7 @@ class RedisCache:
             ",".join(map(str, seqs)),
             ",".join([str(len(b)) for b in blobs]),
             b"".join(blobs),
+            repr(float(base_created_at)) if base_created_at is not None else "",
         ]
         return args, len(seqs)
 

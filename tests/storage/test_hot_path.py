@@ -203,6 +203,49 @@ async def test_a_writer_without_redis_never_makes_a_redis_reader_stale(
             await cp.aclose()
 
 
+async def test_a_thread_recreated_without_redis_never_mixes_with_its_old_copy(
+    pg_dsn: str, pg_schema: str, redis_url: str, redis_prefix: str
+) -> None:
+    """Version numbers restart at 1 when a thread is deleted and created anew. An instance
+    without Redis does that up to the version Redis still holds of the deleted thread; a
+    Redis-backed instance then writes the next version. Its rows must not be applied on top
+    of the deleted thread's copy (that hybrid would carry the new version's identity and be
+    confirmed by every later read): a fresh Redis-backed reader and a run see the new thread
+    only."""
+    a = _cp(pg_dsn, pg_schema, redis_url, redis_prefix)
+    b = _cp(pg_dsn, pg_schema, None, redis_prefix)
+    try:
+        for cp in (a, b):
+            await cp.asetup()
+        app_a, app_b = three_steps(a), three_steps(b)
+        cfg = {"thread_id": "recreated", "user_id": "u"}
+
+        async def say(app: Any, text: str) -> None:
+            await app.ainvoke({"messages": [Message.text_message(text)]}, dict(cfg))
+
+        await say(app_a, "old 1")
+        await say(app_a, "old 2")
+        await a.store.aflush()  # Redis now holds the deleted thread's latest version
+        await b.aclean_thread(dict(cfg))
+        await say(app_b, "new 1")
+        await say(app_b, "new 2")
+        await say(app_a, "new 3")  # written through on top of what Redis holds
+        await a.store.aflush()
+        expected = [t for n in (1, 2, 3) for t in (f"new {n}", "a", "b", "c")]
+        reader = _cp(pg_dsn, pg_schema, redis_url, redis_prefix)
+        try:
+            state = await reader.aget_state(dict(cfg))
+            assert [m.text() for m in state.context] == expected
+            await say(three_steps(reader), "new 4")
+            state = await reader.aget_state(dict(cfg))
+            assert [m.text() for m in state.context] == [*expected, "new 4", "a", "b", "c"]
+        finally:
+            await reader.aclose()
+    finally:
+        for cp in (a, b):
+            await cp.aclose()
+
+
 async def test_a_redis_flushed_mid_run_never_makes_a_reader_stale(
     pg_dsn: str, pg_schema: str, tmp_path: Path
 ) -> None:
@@ -234,4 +277,30 @@ async def test_a_redis_flushed_mid_run_never_makes_a_reader_stale(
     finally:
         await a.aclose()
         await b.aclose()
+        srv.stop()
+
+
+async def test_a_delete_that_happened_is_not_reported_failed_when_redis_is_gone(
+    pg_dsn: str, pg_schema: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``aclean_thread`` deletes the thread in Postgres first; Redis unreachable afterwards
+    (the state-cache entry cannot be removed) is a warning, never an error that would make
+    the caller retry a delete that happened."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    srv = DedicatedRedis(str(tmp_path))
+    srv.start()
+    cp = _cp(pg_dsn, pg_schema, srv.url, "gone:")
+    try:
+        await cp.asetup()
+        cfg = {"thread_id": "deleted-while-redis-is-down", "user_id": "u"}
+        await three_steps(cp).ainvoke({"messages": [Message.text_message("hi")]}, dict(cfg))
+        await cp.store.aflush()
+        srv.stop()
+        with caplog.at_level("WARNING", logger="tenxgraph.checkpointer"):
+            assert await cp.aclean_thread(dict(cfg)) is True
+        assert any("state-cache entry could not be removed" in r.message for r in caplog.records)
+        assert await cp.aget_state(dict(cfg)) is None
+    finally:
+        await cp.aclose()
         srv.stop()

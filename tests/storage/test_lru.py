@@ -95,6 +95,21 @@ async def test_incremental_append_extends_in_place() -> None:
     assert lru.stats()["bytes"] == len(rec.values) + sum(map(len, rec.messages))
 
 
+async def test_incremental_append_extends_only_the_same_checkpoint() -> None:
+    """Rows of version 2 apply only on top of the version 1 created at the base's time (a
+    deleted thread created anew reuses version numbers)."""
+    lru = LRUCache()
+    await lru.put(record(1, ((1, 3),), created_at=100.0))
+    await lru.put(record(2, ((1, 4),), messages=False), rows(3), 200.0)
+    rec = await lru.get(KEY)
+    assert rec is None or rec.messages is None  # never the old blobs under version 2
+    await lru.invalidate(KEY)
+    await lru.put(record(1, ((1, 3),), created_at=200.0))
+    await lru.put(record(2, ((1, 4),), messages=False), rows(3), 200.0)
+    rec = await lru.get(KEY)
+    assert rec is not None and rec.messages == [blob(s) for s in (1, 2, 3)]
+
+
 async def test_incremental_append_never_changes_a_record_handed_out() -> None:
     lru = LRUCache()
     await lru.put(record(1, ((1, 3),)))

@@ -186,8 +186,9 @@ async def test_incremental_put_sends_only_new_rows(redis_url: str, redis_prefix:
         await cache.put(record(2, ((1, 53),), messages=False), rows(51, 52))
         [cmd] = client.commands  # one round trip
         assert cmd[0] == "EVALSHA"
-        seqs, lens, body = cmd[-3:]  # the rows, framed: seqs, lengths, blobs concatenated
-        assert (seqs, body) == ("51,52", blob(51) + blob(52))
+        # the rows, framed: seqs, lengths, blobs concatenated; then the base's created_at
+        seqs, lens, body, base = cmd[-4:]
+        assert (seqs, body, base) == ("51,52", blob(51) + blob(52), "")
         assert lens == f"{len(blob(51))},{len(blob(52))}"
         assert sum(len(a) for a in cmd[1:] if isinstance(a, bytes | str)) < 600  # not O(n)
         client.commands.clear()
@@ -197,6 +198,27 @@ async def test_incremental_put_sends_only_new_rows(redis_url: str, redis_prefix:
     finally:
         await cache.aclose()
         await client.aclose()
+
+
+async def test_incremental_put_extends_only_the_same_checkpoint(
+    cache: RedisCache, redis_prefix: str
+) -> None:
+    """A version number alone does not name a checkpoint (a deleted thread created anew
+    counts from 1 again): rows are applied only on top of the copy created at the base's
+    ``created_at``, and a complete record replaces a same-numbered copy of another time."""
+    await cache.put(record(1, ((1, 3),), created_at=100.0))
+    # the writer's version 1 was created at 200.0: Redis holds another thread's version 1
+    assert await cache.put(record(2, ((1, 4),), messages=False), rows(3), 200.0) is False
+    assert await cache.get(KEY) is None
+    await cache.invalidate(KEY)
+    await cache.put(record(1, ((1, 3),), created_at=200.0))
+    assert await cache.put(record(2, ((1, 4),), messages=False), rows(3), 200.0) is True
+    rec = await cache.get(KEY)
+    assert rec is not None and rec.version == 2 and rec.messages == [blob(s) for s in (1, 2, 3)]
+    # a read fill of the same version number created at another time replaces the copy
+    await cache.put(record(2, ((1, 2),), created_at=300.0))
+    rec = await cache.get(KEY)
+    assert rec is not None and rec.created_at == 300.0 and rec.messages == [blob(1)]
 
 
 async def test_incremental_put_on_another_version_drops_data_but_stamps(

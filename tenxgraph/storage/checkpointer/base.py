@@ -29,6 +29,7 @@ from tenxgraph.core.exceptions import (
     SchemaMissingError,
     SerializationError,
     StorageError,
+    TransientStorageError,
     ValidationError,
 )
 from tenxgraph.core.state import AgentState, Message
@@ -587,6 +588,7 @@ class BaseCheckpointer(Generic[StateT]):
             history_limit=self.state_history_limit,
             created_at=time.time(),
             token=token,
+            base_created_at=prev.created_at if prev is not None and prev.version > 0 else None,
         )
         new_view = DurableView(
             messages=msgs, length=len(msgs), ranges=diff.ranges, next_seq=diff.next_seq
@@ -927,7 +929,17 @@ class BaseCheckpointer(Generic[StateT]):
         self._seen.pop(key, None)
         existed = await self._tier("aclean_thread").delete_thread(key)
         # The thread's state-cache entry goes with it (after the owner check above passed).
-        await self.cache_values.kv_delete(_STATE_CACHE_NS, self._state_cache_key(config))
+        # The thread is already deleted: a cache that cannot be reached now must not report
+        # the delete as failed (a caller would retry a delete that happened).
+        try:
+            await self.cache_values.kv_delete(_STATE_CACHE_NS, self._state_cache_key(config))
+        except TransientStorageError as exc:
+            log.warning(
+                "thread %r was deleted, but its state-cache entry could not be removed (%s); "
+                "it expires with the cache TTL",
+                key.thread_id,
+                exc.error_code,
+            )
         return existed
 
     def clean_thread(self, config: dict[str, Any]) -> bool:
