@@ -220,6 +220,28 @@ def test_connection_failures_exit_codes(
         assert fragment in line and "Pw-secret-77" not in line
 
 
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    ("redis_url", "code", "fragment"),
+    [
+        ("redis://127.0.0.1:9/0", EXIT_UNREACHABLE, "Redis is not reachable"),
+        ("redis://no_such_user_z:Rd-secret-55@127.0.0.1:6379/0", 4, "refused the credentials"),
+    ],
+)
+def test_a_redis_url_that_does_not_work_is_reported(
+    absent_schema: str, redis_url: str, code: int, fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The library reads on without an unreachable Redis; a command given a Redis URL says
+    that the URL does not work, on one line, with the documented exit code."""
+    assert main(["setup", "--dsn", PG_DSN, "--schema", absent_schema]) == EXIT_OK
+    capsys.readouterr()
+    argv = ["--dsn", PG_DSN, "--schema", absent_schema, "--redis-url", redis_url, "--user", "a"]
+    assert main(["threads", "list", *argv]) == code
+    line = _one_line(capsys.readouterr().err)
+    assert fragment in line and "Rd-secret-55" not in line
+
+
 # -- table output: stored strings are escaped and measured in terminal columns -----------------------
 def _columns_of(line: str) -> int:
     """Terminal columns of ``line`` (wide East Asian characters take two)."""

@@ -38,33 +38,44 @@ def _spec(args: argparse.Namespace) -> StoreSpec:
     return spec
 
 
+async def _check_redis(spec: StoreSpec, before: str = "") -> None:
+    """Ping the Redis of ``--redis-url`` (when given with ``--dsn``) once.
+
+    The library treats an unreachable Redis as a cache miss; a command an operator typed a
+    Redis URL into says instead that the URL does not work.
+
+    Raises:
+        CliError: exit 4 when Redis refuses the credentials, 3 when it cannot be reached.
+    """
+    if not (spec.dsn and spec.redis_url):
+        return
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)
+    try:
+        await client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+        from tenxgraph.core.exceptions import redact
+        from tenxgraph.storage.redis import auth_error
+
+        refused = auth_error(exc, redact(spec.redis_url, spec.secrets()))
+        if refused is not None:
+            raise CliError(
+                f"{before}{one_line(refused, spec.secrets())}", EXIT_PERMISSION
+            ) from None
+        raise CliError(
+            f"{before}Redis is not reachable: {one_line(exc, spec.secrets())}",
+            EXIT_UNREACHABLE,
+        ) from None
+    finally:
+        await client.aclose()
+
+
 async def _cmd_setup(args: argparse.Namespace) -> int:
     spec = _spec(args)
     cp = await _open(spec)
     await cp.aclose()
-    if spec.dsn and spec.redis_url:
-        import redis.asyncio as aioredis
-
-        client = aioredis.Redis.from_url(spec.redis_url, socket_connect_timeout=5)
-        try:
-            await client.ping()
-        except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
-            from tenxgraph.core.exceptions import redact
-            from tenxgraph.storage.redis import auth_error
-
-            refused = auth_error(exc, redact(spec.redis_url, spec.secrets()))
-            if refused is not None:
-                raise CliError(
-                    f"schema ready on Postgres, but {one_line(refused, spec.secrets())}",
-                    EXIT_PERMISSION,
-                ) from None
-            raise CliError(
-                "schema ready on Postgres, but Redis is not reachable: "
-                f"{one_line(exc, spec.secrets())}",
-                EXIT_UNREACHABLE,
-            ) from None
-        finally:
-            await client.aclose()
+    await _check_redis(spec, "schema ready on Postgres, but ")
     print(f"schema ready: {spec.describe()}")
     return EXIT_OK
 
@@ -247,6 +258,7 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
     elif not args.all_users:
         normalize_config({"thread_id": "-", "user_id": args.user}, new_run=False)
     spec = _spec(args)
+    await _check_redis(spec)
     cp = await _open(spec, read_only=True)
     try:
         if args.action == "list":
