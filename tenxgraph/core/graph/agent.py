@@ -252,8 +252,9 @@ class Agent(BaseAgent):
         output_retries: how many times the model is asked to correct its structured answer
             (default 2).
         trim_context: show the model what the graph's context manager
-            (``StateGraph(context_manager=...)``) keeps; ``compile()`` refuses an agent with
-            ``trim_context=True`` in a graph without one (``GRAPH_001``).
+            (``StateGraph(context_manager=...)``) keeps. In a graph without one the agent
+            runs untrimmed (the model sees the whole conversation, as in 10xGraph) and
+            ``compile()`` logs one warning naming the fix.
         reasoning_config: ``{"effort": "low" | "medium" | "high"}`` or ``True`` (medium) is
             sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. Unset: ``medium``
             for reasoning models (names starting ``o1``, ``o3``, ``o4``, ``gpt-5``), nothing
@@ -578,12 +579,8 @@ class Agent(BaseAgent):
         run = current_run()
         manager = getattr(getattr(run, "graph", None), "context_manager", None)
         if manager is None:
-            raise GraphError(
-                "Agent(trim_context=True) runs in a graph without a context manager; pass "
-                "StateGraph(context_manager=MessageContextManager(...))",
-                error_code="GRAPH_001",
-                context={"parameter": "trim_context"},
-            )
+            # as in 10xGraph: nothing to trim with (compile() logged a warning naming the fix)
+            return state, {}
         copy = state.model_copy() if isinstance(state, AgentState) else state
         if isinstance(state, AgentState):
             copy.context = list(state.context)
@@ -731,8 +728,7 @@ class Agent(BaseAgent):
         Raises:
             ModelError: ``MODEL_001`` the model (and every fallback) failed.
             StructuredOutputError: ``MODEL_002`` the answer never matched ``output_schema``.
-            GraphError: ``GRAPH_004`` the named tool node does not exist; ``GRAPH_001``
-                ``trim_context=True`` without a context manager.
+            GraphError: ``GRAPH_004`` the named tool node does not exist.
             ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no field.
         """
         tool_node = (
