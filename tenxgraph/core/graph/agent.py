@@ -16,7 +16,9 @@ What the model is sent, in order: the system prompt (its ``{field}`` placeholder
 the state), ``state.context_summary`` (when set, as a system message ``"Summary of the earlier
 conversation: ..."``), ``extra_messages``, then ``state.context`` (after the graph's context
 manager when ``trim_context=True``), with the tool schemas of its ``ToolNode`` (filtered by
-``tools_tags``). The node returns the model's assistant message, which the graph appends to
+``tools_tags``). The request puts the results of each tool call directly after the call (a
+stand-in "not run" result for a call without one; ``agent_internal.tool_pairing``) without
+changing the thread. The node returns the model's assistant message, which the graph appends to
 ``state.context``. The runtime checkpoints that message before the ``ToolNode`` runs, so a
 replay after a crash sees the same tool calls even from a non-deterministic model, and the
 model is not asked again for an answer already checkpointed.
@@ -47,6 +49,7 @@ from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
 from .tool_node import ToolNode
 
@@ -760,6 +763,8 @@ class Agent(BaseAgent):
                 messages = await cbm.execute_before_invoke(cb_ctx, copies)
             else:
                 cbm = None
+        # the request, not the thread: each call's results directly after it (OpenAI's rule)
+        messages = pair_tool_results(messages)
         attrs = None
         if enabled():
             attrs = {ATTR.GENAI_OPERATION: SPAN.AGENT}
