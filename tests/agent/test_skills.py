@@ -254,3 +254,21 @@ async def test_a_symlinked_resource_leaving_the_skill_is_refused(
     (root / "sql" / "schema.sql").unlink()
     (root / "sql" / "schema.sql").symlink_to(root / "sql" / "real.sql")
     assert reg.load_resources("sql-helper") == {"schema.sql": "select 1;"}
+
+
+def test_discover_with_a_duplicate_name_changes_nothing(tmp_path: Path) -> None:
+    reg = SkillsRegistry()
+    first = tmp_path / "first"
+    (first / "review").mkdir(parents=True)
+    (first / "review" / "SKILL.md").write_text(REVIEW, encoding="utf-8")
+    reg.discover(first)
+    before = reg.get("code-review")
+    root = skills_dir(tmp_path)  # code-review (again) and sql-helper ...
+    (root / "zz").mkdir()
+    (root / "zz" / "SKILL.md").write_text(REVIEW, encoding="utf-8")  # ... and a duplicate
+    with pytest.raises(ValidationError) as info:
+        reg.discover(root)
+    assert "code-review" in str(info.value)
+    # nothing of the failed discovery was registered, the earlier entry is untouched
+    assert reg.names() == ["code-review"] and reg.get("code-review") is before
+    assert reg.load_content("code-review").startswith("Point out bugs")

@@ -123,7 +123,7 @@ class SkillsRegistry:
 
         Raises:
             ValidationError: ``VALIDATION_000`` when ``skills_dir`` is not a directory or two
-                files declare the same name.
+                files declare the same name; the registry is then left as it was.
         """
         root = Path(skills_dir)
         if not root.is_dir():
@@ -132,6 +132,9 @@ class SkillsRegistry:
             )
         found: list[SkillMeta] = []
         seen: dict[str, str] = {}
+        # built aside and swapped in when complete: an error leaves the registry unchanged
+        skills = dict(self._skills)
+        content = dict(self._content)
         for path in sorted(root.rglob("SKILL.md")):
             try:
                 meta, body = parse_skill_file(path)
@@ -144,9 +147,10 @@ class SkillsRegistry:
                     context={"skill": meta.name},
                 )
             seen[meta.name] = str(path)
-            self._skills[meta.name] = meta
-            self._content[meta.name] = (path.stat().st_mtime, body)
+            skills[meta.name] = meta
+            content[meta.name] = (path.stat().st_mtime, body)
             found.append(meta)
+        self._skills, self._content = skills, content
         return found
 
     def register(self, meta: SkillMeta) -> None:
