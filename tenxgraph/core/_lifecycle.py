@@ -15,7 +15,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from tenxgraph.core.exceptions import ValidationError
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.utils.lifecycle import GraphLifecycleContext, GraphLifecycleHook
+from tenxgraph.utils.lifecycle import (
+    GraphLifecycleContext,
+    GraphLifecycleHook,
+    sync_hook_problem,
+)
 
 __all__ = ["LifecycleHooks", "build_hooks"]
 
@@ -70,7 +74,8 @@ def build_hooks(lifecycle_hook: Any, callback_manager: Any) -> LifecycleHooks | 
         The dispatcher, or ``None``.
 
     Raises:
-        GraphError: ``GRAPH_001`` when ``lifecycle_hook`` is not a ``GraphLifecycleHook``.
+        GraphError: ``GRAPH_001`` when ``lifecycle_hook`` is not a ``GraphLifecycleHook`` or
+            overrides a hook method with a plain ``def``.
     """
     from tenxgraph.core.exceptions import GraphError
 
@@ -80,6 +85,13 @@ def build_hooks(lifecycle_hook: Any, callback_manager: Any) -> LifecycleHooks | 
             raise GraphError(
                 "compile(lifecycle_hook=...) takes a tenxgraph.utils.callbacks."
                 f"GraphLifecycleHook, got {type(lifecycle_hook).__name__}",
+                error_code="GRAPH_001",
+                context={"parameter": "lifecycle_hook"},
+            )
+        problem = sync_hook_problem(lifecycle_hook)
+        if problem is not None:
+            raise GraphError(
+                f"compile(lifecycle_hook=...): {problem}",
                 error_code="GRAPH_001",
                 context={"parameter": "lifecycle_hook"},
             )

@@ -397,3 +397,19 @@ async def test_a_raising_checkpoint_hook_fails_the_run_like_a_node(backend: Back
     assert stored.execution_meta.internal_data["masked"] is True
     # the raising hook is not asked again for the error checkpoint it caused
     assert [c for c in hook.calls if c[0] == "checkpoint"] == [("checkpoint", ["go", "from a"])]
+
+
+class SyncUpdate(GraphLifecycleHook):
+    """on_state_update written as a plain def (10xGraph's hook methods are coroutines)."""
+
+    def on_state_update(self, context, node_name, old_state, new_state, step):  # type: ignore[override]  # noqa: ANN001, ANN201
+        return None
+
+
+def test_a_plain_def_hook_method_is_refused_at_registration() -> None:
+    with pytest.raises(GraphError) as info:
+        two_nodes().compile(lifecycle_hook=SyncUpdate())
+    assert info.value.error_code == "GRAPH_001"
+    assert "SyncUpdate.on_state_update" in str(info.value) and "async def" in str(info.value)
+    with pytest.raises(TypeError, match=r"SyncUpdate\.on_state_update must be written 'async def'"):
+        CallbackManager().register_lifecycle_hook(SyncUpdate())
