@@ -26,6 +26,7 @@ def build() -> object:
                 "content": "You screen {candidate} for the {role_title} role. Be brief.",
             }
         ],
+        trim_context=True,
     )
     graph = StateGraph(HiringState())
     graph.add_node("MAIN", agent)

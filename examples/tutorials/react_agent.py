@@ -35,6 +35,7 @@ def build() -> object:
                 {"role": "system", "content": "You answer weather questions with the tool."}
             ],
             tool_node="TOOL",
+            trim_context=True,
         ),
     )
     graph.add_node("TOOL", ToolNode([get_weather]))

@@ -20,7 +20,7 @@ def get_weather(location: str) -> str:
 
 def build() -> object:
     graph = StateGraph()
-    graph.add_node("MAIN", Agent(model=MODEL, tool_node="TOOL"))
+    graph.add_node("MAIN", Agent(model=MODEL, tool_node="TOOL", trim_context=True))
     graph.add_node("TOOL", ToolNode([get_weather]))
     graph.set_entry_point("MAIN")
     graph.add_conditional_edges(

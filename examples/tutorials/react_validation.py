@@ -48,7 +48,7 @@ def build() -> object:
     callbacks.register_input_validator(MessageContentValidator())
     callbacks.register_input_validator(HousePolicy())
     graph = StateGraph()
-    graph.add_node("MAIN", Agent(model=MODEL, tool_node="TOOL"))
+    graph.add_node("MAIN", Agent(model=MODEL, tool_node="TOOL", trim_context=True))
     graph.add_node("TOOL", ToolNode([get_weather]))
     graph.set_entry_point("MAIN")
     graph.add_conditional_edges(

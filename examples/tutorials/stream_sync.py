@@ -30,6 +30,7 @@ def build() -> object:
                 {"role": "system", "content": "You are helping {traveller} plan a trip."}
             ],
             tool_node="TOOL",
+            trim_context=True,
         ),
     )
     graph.add_node("TOOL", ToolNode([get_weather]))

@@ -8,13 +8,18 @@ registration order), each given what the previous one returned, and checks what 
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from tenxgraph.core.exceptions import ValidationError
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.utils.lifecycle import GraphLifecycleContext, GraphLifecycleHook
+from tenxgraph.utils.lifecycle import (
+    GraphLifecycleContext,
+    GraphLifecycleHook,
+    sync_hook_problem,
+)
 
 __all__ = ["LifecycleHooks", "build_hooks"]
 
@@ -33,6 +38,31 @@ _RUNTIME_META = (
 )
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _marks_failure(
+    name: str,
+) -> Callable[[Callable[_P, Awaitable[_R]]], Callable[_P, Awaitable[_R]]]:
+    """Record on the run (``run.failed_hook``) that hook method ``name`` raised, so the runner
+    fails the run like a node error (status ``error`` checkpointed, ``on_graph_error``)."""
+
+    def wrap(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+        @functools.wraps(fn)
+        async def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return await fn(*args, **kwargs)
+            except Exception:
+                run: Any = args[1]  # (self, run, ...)
+                run.failed_hook = name
+                raise
+
+        return call
+
+    return wrap
+
+
 def build_hooks(lifecycle_hook: Any, callback_manager: Any) -> LifecycleHooks | None:
     """The hooks of a compiled graph, or ``None`` when it has none.
 
@@ -44,7 +74,8 @@ def build_hooks(lifecycle_hook: Any, callback_manager: Any) -> LifecycleHooks | 
         The dispatcher, or ``None``.
 
     Raises:
-        GraphError: ``GRAPH_001`` when ``lifecycle_hook`` is not a ``GraphLifecycleHook``.
+        GraphError: ``GRAPH_001`` when ``lifecycle_hook`` is not a ``GraphLifecycleHook`` or
+            overrides a hook method with a plain ``def``.
     """
     from tenxgraph.core.exceptions import GraphError
 
@@ -54,6 +85,13 @@ def build_hooks(lifecycle_hook: Any, callback_manager: Any) -> LifecycleHooks | 
             raise GraphError(
                 "compile(lifecycle_hook=...) takes a tenxgraph.utils.callbacks."
                 f"GraphLifecycleHook, got {type(lifecycle_hook).__name__}",
+                error_code="GRAPH_001",
+                context={"parameter": "lifecycle_hook"},
+            )
+        problem = sync_hook_problem(lifecycle_hook)
+        if problem is not None:
+            raise GraphError(
+                f"compile(lifecycle_hook=...): {problem}",
                 error_code="GRAPH_001",
                 context={"parameter": "lifecycle_hook"},
             )
@@ -111,6 +149,7 @@ class LifecycleHooks:
             run.lifecycle_ctx = ctx
         return ctx
 
+    @_marks_failure("on_graph_start")
     async def start(self, run: Any, state: AgentState) -> AgentState:
         """``on_graph_start``; returns the state to start from."""
         ctx = self.context(run)
@@ -118,6 +157,7 @@ class LifecycleHooks:
             state = _keep_meta(await hook.on_graph_start(ctx, state), state, "on_graph_start")
         return state
 
+    @_marks_failure("on_resume")
     async def resume(
         self, run: Any, node: str, state: AgentState, resume_data: dict[str, Any]
     ) -> AgentState:
@@ -130,6 +170,7 @@ class LifecycleHooks:
         run.rc.raw["resume_data"] = resume_data
         return state
 
+    @_marks_failure("on_state_update")
     async def state_update(
         self, run: Any, node: str, old: AgentState, new: AgentState, step: int
     ) -> AgentState:
@@ -145,6 +186,7 @@ class LifecycleHooks:
             )
         return new
 
+    @_marks_failure("on_graph_end")
     async def end(
         self, run: Any, state: AgentState, messages: list[Message], total_steps: int
     ) -> AgentState:
@@ -158,6 +200,7 @@ class LifecycleHooks:
             )
         return state
 
+    @_marks_failure("on_interrupt")
     async def interrupt(self, run: Any, node: str, kind: str, state: AgentState) -> AgentState:
         """``on_interrupt``; returns the state to persist."""
         ctx = self.context(run)
@@ -167,6 +210,7 @@ class LifecycleHooks:
             )
         return state
 
+    @_marks_failure("on_checkpoint")
     async def checkpoint(self, run: Any, state: AgentState, prev: AgentState | None) -> AgentState:
         """``on_checkpoint``; returns the state to write.
 

@@ -1,12 +1,15 @@
 """Publish a run's events to the graph's publisher (``compile(publisher=...)``).
 
-A publisher failure is logged (warning) and never reaches the run: observability must not
-change what a run does or stores.
+A publisher failure never reaches the run: observability must not change what a run does or
+stores. The first failure of a publisher in a run is logged as a warning with its traceback;
+the later ones of that run (a broken publisher fails on every streamed token) are logged at
+debug level with their count.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from tenxgraph.runtime.publisher.events import ContentType, Event, EventModel, EventType
@@ -14,6 +17,20 @@ from tenxgraph.runtime.publisher.events import ContentType, Event, EventModel, E
 __all__ = ["publish_event", "publish_in_run", "run_publisher"]
 
 _log = logging.getLogger(__name__)
+
+#: failures so far per ``(id(publisher), run_id)``, the most recent runs only
+_failures: OrderedDict[tuple[int, str], int] = OrderedDict()
+_FAILURES_KEPT = 4096
+
+
+def _count_failure(publisher: Any, run_id: str) -> int:
+    """Record one failure of ``publisher`` in run ``run_id``; returns how many so far."""
+    key = (id(publisher), run_id)
+    n = _failures.pop(key, 0) + 1
+    _failures[key] = n
+    while len(_failures) > _FAILURES_KEPT:
+        _failures.popitem(last=False)
+    return n
 
 
 async def publish_event(
@@ -53,14 +70,28 @@ async def publish_event(
     )
     try:
         await publisher.publish(model)
-    except Exception:  # noqa: BLE001 - a publisher must not break the run
-        _log.warning(
-            "publisher %s failed on %s/%s",
-            type(publisher).__name__,
-            event,
-            event_type,
-            exc_info=True,
-        )
+    except Exception as exc:  # noqa: BLE001 - a publisher must not break the run
+        n = _count_failure(publisher, run_id)
+        if n == 1:
+            _log.warning(
+                "publisher %s failed on %s/%s (run %s); later failures of this run are logged "
+                "at debug level",
+                type(publisher).__name__,
+                event,
+                event_type,
+                run_id,
+                exc_info=True,
+            )
+        else:
+            _log.debug(
+                "publisher %s failed again on %s/%s (run %s, failure %d): %s",
+                type(publisher).__name__,
+                event,
+                event_type,
+                run_id,
+                n,
+                type(exc).__name__,
+            )
 
 
 def run_publisher() -> Any:

@@ -426,9 +426,14 @@ class _Run:
         self.hooks_started = False
         self.error_hooked = False
         self.lifecycle_ctx: Any = None
+        #: the lifecycle hook method that raised (``_lifecycle``): the run fails like a node
+        self.failed_hook: str | None = None
+        #: whether the error state of this run was checkpointed already
+        self.error_saved = False
 
     async def commit(self, state: AgentState) -> None:
-        if self.hooks is not None:
+        # a raising on_checkpoint is not asked again for the error checkpoint it caused
+        if self.hooks is not None and self.failed_hook != "on_checkpoint":
             state = await self.hooks.checkpoint(
                 self, state, None if self.prev is None else self.prev.state
             )
@@ -593,6 +598,15 @@ async def run_graph(
     except BaseException as exc:
         record_error(run_span, exc)
         if isinstance(exc, Exception):
+            if (
+                run.failed_hook not in (None, "on_graph_start", "on_resume")
+                and not run.error_saved
+                and run.state is not None
+            ):
+                # a raising lifecycle hook fails the run like a node error (one refusing the
+                # start or the resume leaves the thread as it was: nothing of the run ran)
+                meta = run.state.execution_meta
+                await _save_error(run, run.state, meta.current_node or run.ctx.node or "", exc)
             if run.hooks is not None and run.hooks_started and not run.error_hooked:
                 await _hook_error(run, exc, run.state, run.ctx.node or "", persist=False)
             await _publish(run, Event.GRAPH_EXECUTION, EventType.ERROR, **_error_data(exc))
@@ -1129,7 +1143,12 @@ async def _steps(
             )
         new_state = _with_meta(new_state, **meta_updates)
         if run.hooks is not None:
-            new_state = await _hook_after_node(run, node, state, new_state, new_msgs)
+            try:
+                new_state = await _hook_after_node(run, node, state, new_state, new_msgs)
+            except Exception as exc:
+                # as if the node raised: the state before it is saved with status error
+                await _save_error(run, state, node, exc)
+                raise
         run.state = new_state
         run.produced.extend(new_msgs)
         status = new_state.execution_meta.status
@@ -1220,6 +1239,7 @@ def _should_save_error(exc: Exception) -> bool:
 async def _save_error(run: _Run, state: AgentState, node: str, exc: Exception) -> None:
     """Checkpoint the state before the failed node with status ``error`` (best effort)."""
     code = getattr(exc, "error_code", None) or type(exc).__name__
+    run.error_saved = True
     try:
         run.state = _with_meta(
             state, status=ExecutionStatus.ERROR, current_node=node, error=str(code)

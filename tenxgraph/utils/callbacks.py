@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tenxgraph.utils.lifecycle import GraphLifecycleContext, GraphLifecycleHook
+from tenxgraph.utils.lifecycle import GraphLifecycleContext, GraphLifecycleHook, sync_hook_problem
 
 __all__ = [
     "AfterInvokeCallback",
@@ -232,12 +232,16 @@ class CallbackManager:
         ``compile()``: a compiled graph keeps the hooks it was compiled with.
 
         Raises:
-            TypeError: ``hook`` is not a ``GraphLifecycleHook``.
+            TypeError: ``hook`` is not a ``GraphLifecycleHook``, or overrides a hook method
+                with a plain ``def`` (they are ``async def``).
         """
         if not isinstance(hook, GraphLifecycleHook):
             raise TypeError(
                 f"a lifecycle hook must be a GraphLifecycleHook, got {type(hook).__name__}"
             )
+        problem = sync_hook_problem(hook)
+        if problem is not None:
+            raise TypeError(problem)
         self._lifecycle.append(hook)
 
     @property

@@ -16,9 +16,12 @@ Within one run the runtime calls, in this order:
 Every method may return a changed state (``None`` keeps the given one); the runtime keeps its
 own bookkeeping fields of ``execution_meta`` (status, step, current node, run id, pause) and
 takes everything else, ``execution_meta.internal_data`` included, from the returned state. An
-exception raised by a hook fails the run like a node error (nothing of the step it was called
-for is written), except from ``on_graph_error``: the run's own error is raised whatever that
+exception raised by a hook fails the run like a node error (the step it was called for is not
+written; the thread is checkpointed with status ``error``), except from ``on_graph_error``: the run's own error is raised whatever that
 hook does (a hook exception there is logged).
+
+The methods must be ``async def`` as in 10xGraph's reference: a hook overriding one with a
+plain ``def`` is refused when it is registered, naming the method.
 
 Hooks are not recorded in the tool ledger: after a crash, the steps run again call their hooks
 again (at-least-once, like the publisher).
@@ -26,13 +29,61 @@ again (at-least-once, like the publisher).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tenxgraph.core.state import AgentState, Message
 
-__all__ = ["GraphLifecycleContext", "GraphLifecycleHook"]
+__all__ = ["GraphLifecycleContext", "GraphLifecycleHook", "non_async_methods", "sync_hook_problem"]
+
+#: The hook methods, in the order the module docstring lists them.
+HOOK_METHODS = (
+    "on_resume",
+    "on_graph_start",
+    "on_state_update",
+    "on_graph_end",
+    "on_interrupt",
+    "on_checkpoint",
+    "on_graph_error",
+)
+
+
+def non_async_methods(hook: object) -> list[str]:
+    """The hook methods ``hook``'s class overrides with something other than ``async def``.
+
+    Args:
+        hook: a ``GraphLifecycleHook``.
+
+    Returns:
+        Their names, in :data:`HOOK_METHODS` order (empty when every override is async).
+    """
+    out = []
+    for name in HOOK_METHODS:
+        impl = getattr(type(hook), name, None)
+        if impl is not getattr(GraphLifecycleHook, name) and not inspect.iscoroutinefunction(impl):
+            out.append(name)
+    return out
+
+
+def sync_hook_problem(hook: object) -> str | None:
+    """Why ``hook`` cannot be registered because of plain ``def`` hook methods, or ``None``.
+
+    Args:
+        hook: a ``GraphLifecycleHook``.
+
+    Returns:
+        A message naming the class and each such method, or ``None`` when all are async.
+    """
+    names = non_async_methods(hook)
+    if not names:
+        return None
+    which = ", ".join(f"{type(hook).__name__}.{n}" for n in names)
+    return (
+        f"lifecycle hook methods are coroutines: {which} must be written 'async def' "
+        "(the runtime awaits them; run blocking work with anyio.to_thread.run_sync inside)"
+    )
 
 
 @dataclass(slots=True)

@@ -11,6 +11,12 @@ OpenAI streams: one ``chat.completion.chunk`` per text piece, tool calls as inde
 fragments, a final chunk with ``finish_reason`` (and ``usage`` when asked), then
 ``data: [DONE]``. ``Reply.chunk_delay_s`` spaces the events (a crash test kills the client
 mid-stream).
+
+``ScriptedLLMServer(strict=True)`` also checks the tool-call pairing rule OpenAI enforces:
+an assistant message with ``tool_calls`` must be followed directly by one ``tool`` message per
+call id, and a ``tool`` message must answer a call of that run of messages. A request breaking
+it gets HTTP 400 with an ``invalid_request_error`` body, as OpenAI answers (the reply queue is
+left untouched).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ __all__ = [
     "ScriptedLLMServer",
     "error",
     "malformed",
+    "pairing_violation",
     "plausible_reply",
     "text",
     "tool_calls",
@@ -84,6 +91,41 @@ def error(
     """An OpenAI-style error answer."""
     body = json.dumps({"error": {"message": message, "type": "scripted"}}).encode()
     return Reply(status=status, body=body, headers=headers or {})
+
+
+def pairing_violation(messages: Any) -> str | None:
+    """Why ``messages`` breaks OpenAI's tool-call pairing rule, or ``None`` when it does not."""
+    if not isinstance(messages, list):
+        return None
+    pending: list[str] = []  # call ids of the last assistant message not answered yet
+    in_results = False  # inside the run of tool messages that follows an assistant's calls
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "tool":
+            cid = m.get("tool_call_id")
+            if not in_results or cid not in pending:
+                return (
+                    f"messages[{i}]: messages with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls'"
+                )
+            pending.remove(cid)
+            continue
+        if pending:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(pending)}"
+            )
+        calls = m.get("tool_calls") if role == "assistant" else None
+        pending = [str(c.get("id")) for c in calls] if calls else []
+        in_results = bool(pending)
+    if pending:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            f"responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            f"response messages: {', '.join(pending)}"
+        )
+    return None
 
 
 def malformed(raw: str = "{not json") -> Reply:
@@ -220,9 +262,14 @@ class ScriptedLLMServer:
         requests: ``[{"path", "headers", "body"}]`` in arrival order.
         replies: the queue of scripted replies (``add`` appends).
         responder: answers when the queue is empty; default: a 500 error.
+        strict: answer 400 (as OpenAI does) to a conversation breaking the tool-call
+            pairing rule (module docstring).
     """
 
-    def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+    def __init__(
+        self, responder: Callable[[dict[str, Any]], Reply] | None = None, *, strict: bool = False
+    ) -> None:
+        self.strict = strict
         self.replies: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.times: list[float] = []
@@ -240,12 +287,31 @@ class ScriptedLLMServer:
                     body = json.loads(raw or b"null")
                 except ValueError:
                     body = None
+                violation = (
+                    pairing_violation(body.get("messages"))
+                    if server.strict and isinstance(body, dict)
+                    else None
+                )
                 with server._lock:
                     server.requests.append(
                         {"path": self.path, "headers": dict(self.headers.items()), "body": body}
                     )
                     server.times.append(time.monotonic())
-                    if server.replies:
+                    if violation is not None:
+                        reply = Reply(
+                            status=400,
+                            body=json.dumps(
+                                {
+                                    "error": {
+                                        "message": violation,
+                                        "type": "invalid_request_error",
+                                        "param": "messages",
+                                        "code": None,
+                                    }
+                                }
+                            ).encode(),
+                        )
+                    elif server.replies:
                         reply = server.replies.pop(0)
                     elif server.responder is not None:
                         reply = None

@@ -95,16 +95,22 @@ async def test_trim_context_message_manager(llm: ScriptedLLMServer) -> None:
     assert [m.text() for m in state.context] == ["u0", "a0", "u1", "a1", "u2", "a2", "u3", "a3"]
 
 
-async def test_trim_context_without_manager_refused_at_compile() -> None:
-    from tenxgraph.core.exceptions import GraphError
-
-    g = StateGraph()
-    g.add_node("MAIN", Agent(model="gpt-4o", trim_context=True))
-    g.set_entry_point("MAIN")
-    g.add_edge("MAIN", END)
-    with pytest.raises(GraphError) as info:
-        g.compile()
-    assert info.value.error_code == "GRAPH_001" and "context_manager" in str(info.value)
+async def test_trim_context_without_manager_runs_untrimmed_and_warns_once(
+    llm: ScriptedLLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 10xGraph runs this graph and does not trim (its context-manager troubleshooting table)
+    agent = Agent(model="gpt-4o", base_url=llm.base_url, trim_context=True)
+    with caplog.at_level("WARNING", logger="tenxgraph.core.graph.state_graph"):
+        app = one_node(agent)
+        cfg = {"thread_id": "untrimmed"}
+        for i in range(3):
+            llm.add(text(f"a{i}"))
+            await app.ainvoke({"messages": [f"u{i}"]}, dict(cfg))
+    warnings = [r for r in caplog.records if "trim_context=True" in r.getMessage()]
+    assert len(warnings) == 1  # once per compiled graph, not per model call
+    assert "MAIN" in warnings[0].getMessage() and "context_manager=" in warnings[0].getMessage()
+    # nothing trimmed: the last request carries the whole conversation
+    assert [m["content"] for m in sent(llm)] == ["u0", "a0", "u1", "a1", "u2"]
 
 
 async def test_summary_context_manager_summary_is_durable(llm: ScriptedLLMServer) -> None:

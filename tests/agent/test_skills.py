@@ -221,3 +221,54 @@ def test_registry_api(tmp_path: Path) -> None:
         SkillMeta(name="ok", description="x", resources=["../secret"])
     with pytest.raises(ValidationError):
         reg.discover(tmp_path / "missing")
+
+
+async def test_a_symlinked_resource_leaving_the_skill_is_refused(
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    root = skills_dir(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("db password", encoding="utf-8")
+    (root / "sql" / "schema.sql").unlink()
+    (root / "sql" / "schema.sql").symlink_to(secret)  # declared resource, real path outside
+    reg = SkillsRegistry()
+    reg.discover(root)
+    with pytest.raises(ValidationError) as info:
+        reg.load_resources("sql-helper")
+    assert info.value.error_code == "VALIDATION_000" and "outside" in str(info.value)
+    assert "db password" not in str(info.value)
+    tools = ToolNode([])
+    Agent(
+        model="gpt-4o",
+        base_url=llm.base_url,
+        tool_node=tools,
+        skills=SkillConfig(skills_dir=str(root)),
+    )
+    msg = await tools.invoke(
+        "set_skill", {"skill_name": "sql-helper", "resource_name": "schema.sql"}
+    )
+    assert msg.content[0].is_error and "outside" in msg.text()
+    assert "db password" not in msg.text()
+    # a link that stays inside the skill directory is still read
+    (root / "sql" / "real.sql").write_text("select 1;", encoding="utf-8")
+    (root / "sql" / "schema.sql").unlink()
+    (root / "sql" / "schema.sql").symlink_to(root / "sql" / "real.sql")
+    assert reg.load_resources("sql-helper") == {"schema.sql": "select 1;"}
+
+
+def test_discover_with_a_duplicate_name_changes_nothing(tmp_path: Path) -> None:
+    reg = SkillsRegistry()
+    first = tmp_path / "first"
+    (first / "review").mkdir(parents=True)
+    (first / "review" / "SKILL.md").write_text(REVIEW, encoding="utf-8")
+    reg.discover(first)
+    before = reg.get("code-review")
+    root = skills_dir(tmp_path)  # code-review (again) and sql-helper ...
+    (root / "zz").mkdir()
+    (root / "zz" / "SKILL.md").write_text(REVIEW, encoding="utf-8")  # ... and a duplicate
+    with pytest.raises(ValidationError) as info:
+        reg.discover(root)
+    assert "code-review" in str(info.value)
+    # nothing of the failed discovery was registered, the earlier entry is untouched
+    assert reg.names() == ["code-review"] and reg.get("code-review") is before
+    assert reg.load_content("code-review").startswith("Point out bugs")

@@ -20,7 +20,7 @@ TUTORIALS = ROOT / "examples" / "tutorials"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer(responder=plausible_reply) as s:
+    with ScriptedLLMServer(responder=plausible_reply, strict=True) as s:
         yield s
 
 

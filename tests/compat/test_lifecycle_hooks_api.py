@@ -343,3 +343,73 @@ def test_base_hook_methods_do_nothing() -> None:
     state = AgentState()
     assert asyncio.run(hook.on_graph_start(ctx, state)) is None
     assert asyncio.run(hook.on_checkpoint(ctx, state, [], False)) is None
+
+
+class FailingUpdate(Masker):
+    """on_state_update raises after node ``b`` (the run must fail as if ``b`` had)."""
+
+    async def on_state_update(self, context, node_name, old_state, new_state, step):  # noqa: ANN001, ANN201
+        await super().on_state_update(context, node_name, old_state, new_state, step)
+        if node_name == "b":
+            raise KeyError("audit store down")
+
+
+class FailingCheckpoint(Masker):
+    """on_checkpoint raises on its first call (the one after node ``a``)."""
+
+    async def on_checkpoint(self, context, state, messages, is_context_trimmed):  # noqa: ANN001, ANN201
+        await super().on_checkpoint(context, state, messages, is_context_trimmed)
+        if len([c for c in self.calls if c[0] == "checkpoint"]) == 1:
+            raise OSError("archive unreachable")
+
+
+@only("memory", "postgres")
+@pytest.mark.anyio
+async def test_a_raising_state_update_hook_fails_the_run_like_a_node(backend: Backend) -> None:
+    hook = FailingUpdate()
+    cp = backend.new()
+    app = two_nodes().compile(checkpointer=cp, lifecycle_hook=hook)
+    with pytest.raises(KeyError, match="audit store down"):
+        await app.ainvoke({"messages": ["go"]}, {"thread_id": "hook-upd"})
+    assert [c for c in hook.calls if c[0] == "error"] == [("error", ("KeyError", "b"))]
+    stored = await cp.aget_state({"thread_id": "hook-upd"})
+    assert stored is not None and str(stored.execution_meta.status) == "error"
+    # on_graph_error's (state, message) is what was written, as for a node error
+    assert stored.execution_meta.error == "failed (details logged)"
+    assert stored.execution_meta.internal_data["masked"] is True
+    # the state before b, as for b raising: a's answer is kept, b's is not
+    assert [m.text() for m in stored.context] == ["go", "from a"]
+    assert stored.execution_meta.current_node == "b"
+
+
+@only("memory", "postgres")
+@pytest.mark.anyio
+async def test_a_raising_checkpoint_hook_fails_the_run_like_a_node(backend: Backend) -> None:
+    hook = FailingCheckpoint()
+    cp = backend.new()
+    app = two_nodes().compile(checkpointer=cp, lifecycle_hook=hook)
+    with pytest.raises(OSError, match="archive unreachable"):
+        await app.ainvoke({"messages": ["go"]}, {"thread_id": "hook-cp"})
+    assert [c for c in hook.calls if c[0] == "error"] == [("error", ("OSError", "b"))]
+    stored = await cp.aget_state({"thread_id": "hook-cp"})
+    assert stored is not None and str(stored.execution_meta.status) == "error"
+    assert stored.execution_meta.error == "failed (details logged)"
+    assert stored.execution_meta.internal_data["masked"] is True
+    # the raising hook is not asked again for the error checkpoint it caused
+    assert [c for c in hook.calls if c[0] == "checkpoint"] == [("checkpoint", ["go", "from a"])]
+
+
+class SyncUpdate(GraphLifecycleHook):
+    """on_state_update written as a plain def (10xGraph's hook methods are coroutines)."""
+
+    def on_state_update(self, context, node_name, old_state, new_state, step):  # type: ignore[override]  # noqa: ANN001, ANN201
+        return None
+
+
+def test_a_plain_def_hook_method_is_refused_at_registration() -> None:
+    with pytest.raises(GraphError) as info:
+        two_nodes().compile(lifecycle_hook=SyncUpdate())
+    assert info.value.error_code == "GRAPH_001"
+    assert "SyncUpdate.on_state_update" in str(info.value) and "async def" in str(info.value)
+    with pytest.raises(TypeError, match=r"SyncUpdate\.on_state_update must be written 'async def'"):
+        CallbackManager().register_lifecycle_hook(SyncUpdate())

@@ -139,6 +139,28 @@ async def test_a_failing_publisher_does_not_change_the_run(
 
 @only("memory")
 @pytest.mark.anyio
+async def test_a_failing_publisher_logs_one_traceback_per_run(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    pub = Recorder(fail=True)
+    app = two_nodes().compile(checkpointer=backend.new(), publisher=pub)
+    logger = "tenxgraph.core._publish"
+    with caplog.at_level("DEBUG", logger=logger):
+        await app.ainvoke({"messages": ["go"]}, {"thread_id": "quiet"})
+        first = [r for r in caplog.records if r.name == logger]
+        await app.ainvoke({"messages": ["again"]}, {"thread_id": "quiet"})
+    records = [r for r in caplog.records if r.name == logger]
+    # two runs, each with several events (graph start/end, two nodes' start/end)
+    warnings = [r for r in records if r.levelname == "WARNING"]
+    assert len(warnings) == 2 and all(r.exc_info is not None for r in warnings)
+    debug = [r for r in records if r.levelname == "DEBUG"]
+    assert len(first) >= 5 and len(debug) == len(records) - 2
+    assert all(r.exc_info is None for r in debug)
+    assert "failure 2" in debug[0].getMessage()
+
+
+@only("memory")
+@pytest.mark.anyio
 async def test_aclose_closes_the_publisher_and_context_manager_use(backend: Backend) -> None:
     async with Recorder() as pub:
         app = two_nodes().compile(checkpointer=backend.new(), publisher=pub)

@@ -16,7 +16,9 @@ What the model is sent, in order: the system prompt (its ``{field}`` placeholder
 the state), ``state.context_summary`` (when set, as a system message ``"Summary of the earlier
 conversation: ..."``), ``extra_messages``, then ``state.context`` (after the graph's context
 manager when ``trim_context=True``), with the tool schemas of its ``ToolNode`` (filtered by
-``tools_tags``). The node returns the model's assistant message, which the graph appends to
+``tools_tags``). The request puts the results of each tool call directly after the call (a
+stand-in "not run" result for a call without one; ``agent_internal.tool_pairing``) without
+changing the thread. The node returns the model's assistant message, which the graph appends to
 ``state.context``. The runtime checkpoints that message before the ``ToolNode`` runs, so a
 replay after a crash sees the same tool calls even from a non-deterministic model, and the
 model is not asked again for an answer already checkpointed.
@@ -47,6 +49,7 @@ from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
 from .tool_node import ToolNode
 
@@ -252,8 +255,9 @@ class Agent(BaseAgent):
         output_retries: how many times the model is asked to correct its structured answer
             (default 2).
         trim_context: show the model what the graph's context manager
-            (``StateGraph(context_manager=...)``) keeps; ``compile()`` refuses an agent with
-            ``trim_context=True`` in a graph without one (``GRAPH_001``).
+            (``StateGraph(context_manager=...)``) keeps. In a graph without one the agent
+            runs untrimmed (the model sees the whole conversation, as in 10xGraph) and
+            ``compile()`` logs one warning naming the fix.
         reasoning_config: ``{"effort": "low" | "medium" | "high"}`` or ``True`` (medium) is
             sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. Unset: ``medium``
             for reasoning models (names starting ``o1``, ``o3``, ``o4``, ``gpt-5``), nothing
@@ -578,12 +582,8 @@ class Agent(BaseAgent):
         run = current_run()
         manager = getattr(getattr(run, "graph", None), "context_manager", None)
         if manager is None:
-            raise GraphError(
-                "Agent(trim_context=True) runs in a graph without a context manager; pass "
-                "StateGraph(context_manager=MessageContextManager(...))",
-                error_code="GRAPH_001",
-                context={"parameter": "trim_context"},
-            )
+            # as in 10xGraph: nothing to trim with (compile() logged a warning naming the fix)
+            return state, {}
         copy = state.model_copy() if isinstance(state, AgentState) else state
         if isinstance(state, AgentState):
             copy.context = list(state.context)
@@ -731,8 +731,7 @@ class Agent(BaseAgent):
         Raises:
             ModelError: ``MODEL_001`` the model (and every fallback) failed.
             StructuredOutputError: ``MODEL_002`` the answer never matched ``output_schema``.
-            GraphError: ``GRAPH_004`` the named tool node does not exist; ``GRAPH_001``
-                ``trim_context=True`` without a context manager.
+            GraphError: ``GRAPH_004`` the named tool node does not exist.
             ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no field.
         """
         tool_node = (
@@ -764,6 +763,8 @@ class Agent(BaseAgent):
                 messages = await cbm.execute_before_invoke(cb_ctx, copies)
             else:
                 cbm = None
+        # the request, not the thread: each call's results directly after it (OpenAI's rule)
+        messages = pair_tool_results(messages)
         attrs = None
         if enabled():
             attrs = {ATTR.GENAI_OPERATION: SPAN.AGENT}

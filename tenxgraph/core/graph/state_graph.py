@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from .compiled_graph import CompiledGraph
 
 __all__ = ["ConditionalEdge", "StateGraph"]
+
+_log = logging.getLogger(__name__)
 
 StateT = TypeVar("StateT", bound=AgentState)
 
@@ -418,11 +421,12 @@ class StateGraph(Generic[StateT]):
                 if getattr(node.func, "trim_context", False) is True
             ]
             if trimming:
-                raise GraphError(
-                    f"node(s) {trimming} are Agents with trim_context=True, but the graph has no "
-                    "context manager; pass StateGraph(context_manager=MessageContextManager(...))",
-                    error_code="GRAPH_001",
-                    context={"nodes": trimming},
+                # 10xGraph runs such a graph and does not trim: warn once per compiled graph
+                _log.warning(
+                    "node(s) %s are Agents with trim_context=True, but the graph has no context "
+                    "manager: they will see the whole conversation (nothing is trimmed); pass "
+                    "StateGraph(context_manager=MessageContextManager(...)) to trim",
+                    trimming,
                 )
         if checkpointer is None:
             from tenxgraph.storage.checkpointer import InMemoryCheckpointer

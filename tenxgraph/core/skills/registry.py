@@ -18,7 +18,7 @@ from tenxgraph.core.exceptions import ValidationError
 
 from .models import SkillMeta
 
-__all__ = ["SkillsRegistry", "parse_skill_file"]
+__all__ = ["SkillsRegistry", "parse_skill_file", "resource_path"]
 
 log = logging.getLogger("tenxgraph.skills")
 
@@ -68,6 +68,34 @@ def parse_skill_file(path: str | Path) -> tuple[SkillMeta, str]:
     return meta, body
 
 
+def resource_path(meta: SkillMeta, resource: str) -> Path:
+    """The real path of resource ``resource`` of skill ``meta``, symbolic links followed.
+
+    ``SkillMeta`` already refuses absolute paths and ``..``; this also refuses a resource whose
+    real path (``Path.resolve``) is outside the real skill directory, such as a symbolic link
+    pointing elsewhere.
+
+    Args:
+        meta: the skill.
+        resource: one of ``meta.resources``.
+
+    Returns:
+        The resolved path (it may not exist; reading it then raises ``OSError``).
+
+    Raises:
+        ValidationError: ``VALIDATION_000`` the path leaves the skill's directory.
+    """
+    root = Path(meta.skill_dir).resolve()
+    path = (root / resource).resolve()
+    if not path.is_relative_to(root):
+        raise ValidationError(
+            f"skill {meta.name!r}: resource {resource!r} resolves to {str(path)!r}, outside the "
+            f"skill's directory {str(root)!r}; refused",
+            context={"skill": meta.name, "resource": resource},
+        )
+    return path
+
+
 class SkillsRegistry:
     """The skills an agent knows, by name."""
 
@@ -95,7 +123,7 @@ class SkillsRegistry:
 
         Raises:
             ValidationError: ``VALIDATION_000`` when ``skills_dir`` is not a directory or two
-                files declare the same name.
+                files declare the same name; the registry is then left as it was.
         """
         root = Path(skills_dir)
         if not root.is_dir():
@@ -104,6 +132,9 @@ class SkillsRegistry:
             )
         found: list[SkillMeta] = []
         seen: dict[str, str] = {}
+        # built aside and swapped in when complete: an error leaves the registry unchanged
+        skills = dict(self._skills)
+        content = dict(self._content)
         for path in sorted(root.rglob("SKILL.md")):
             try:
                 meta, body = parse_skill_file(path)
@@ -116,9 +147,10 @@ class SkillsRegistry:
                     context={"skill": meta.name},
                 )
             seen[meta.name] = str(path)
-            self._skills[meta.name] = meta
-            self._content[meta.name] = (path.stat().st_mtime, body)
+            skills[meta.name] = meta
+            content[meta.name] = (path.stat().st_mtime, body)
             found.append(meta)
+        self._skills, self._content = skills, content
         return found
 
     def register(self, meta: SkillMeta) -> None:
@@ -175,11 +207,13 @@ class SkillsRegistry:
 
         Raises:
             OSError: a declared resource cannot be read.
+            ValidationError: ``VALIDATION_000`` a resource resolves outside the skill's
+                directory (a symbolic link pointing out of it).
         """
         meta = self._skills.get(name)
         if meta is None:
             return {}
-        return {r: (Path(meta.skill_dir) / r).read_text(encoding="utf-8") for r in meta.resources}
+        return {r: resource_path(meta, r).read_text(encoding="utf-8") for r in meta.resources}
 
     def build_trigger_table(self, tags: Iterable[str] | None = None) -> str:
         """A Markdown table of the skills (name, description, triggers), by descending
@@ -232,7 +266,7 @@ class SkillsRegistry:
                         f"skill {skill_name!r} has no resource {resource_name!r}; its "
                         f"resources: {', '.join(meta.resources) or '(none)'}"
                     )
-                return (Path(meta.skill_dir) / resource_name).read_text(encoding="utf-8")
+                return resource_path(meta, resource_name).read_text(encoding="utf-8")
             return registry.load_content(skill_name, hot_reload=hot_reload)
 
         return set_skill
