@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
+from tenxgraph.storage import _lease_sql
+
 __all__ = [
     "ALL_STATEMENTS",
     "BACKEND_PID",
@@ -45,6 +47,9 @@ __all__ = [
     "GET_STOP",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
+    "LEASE_ACQUIRE",
+    "LEASE_RELEASE",
+    "LEASE_RENEW",
     "LEDGER_COUNT",
     "LEDGER_GET",
     "LEDGER_PUT",
@@ -101,8 +106,13 @@ WITH cas AS (
     UPDATE {threads}
        SET version = version + 1, status = %(status)b, updated_at = %(created_at)b
      WHERE thread_id = %(thread_id)b AND owner = %(owner)b AND version = %(expected)b
+       AND """
+    + _lease_sql.FENCE_CONDITION
+    + """
  RETURNING version
-), new_checkpoint AS (
+), """
+    + _lease_sql.RELEASE_CTE
+    + """, new_checkpoint AS (
     INSERT INTO {checkpoints}
            (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
     SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
@@ -148,7 +158,10 @@ CHECKPOINT_CREATE = Statement(
     """
 WITH cas AS (
     INSERT INTO {threads} (thread_id, owner, version, status, created_at, updated_at)
-    VALUES (%(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b)
+    SELECT %(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b
+     WHERE """
+    + _lease_sql.FENCE_CONDITION
+    + """
     ON CONFLICT (thread_id) DO NOTHING
  RETURNING version
 ), new_checkpoint AS (
@@ -376,6 +389,31 @@ SELECT s.requested_at FROM {stop_requests} AS s
 """,
 )
 
+# -- run leases (templates in tenxgraph.storage._lease_sql) ------------------------------------
+
+LEASE_ACQUIRE = Statement(
+    "LEASE_ACQUIRE",
+    "one attempt to take a thread's run lease (or keep the caller's place in its queue); say "
+    "the granted fence, whether another user owns the thread, and when the holder's lease "
+    "lapses",
+    "INSERT",
+    _lease_sql.ACQUIRE,
+)
+
+LEASE_RENEW = Statement(
+    "LEASE_RENEW",
+    "extend the holder's run lease (no row: another run took it)",
+    "UPDATE",
+    _lease_sql.RENEW,
+)
+
+LEASE_RELEASE = Statement(
+    "LEASE_RELEASE",
+    "give a run lease up and leave the thread's queue",
+    "UPDATE",
+    _lease_sql.RELEASE,
+)
+
 # -- tool ledger --------------------------------------------------------------------------------
 
 LEDGER_PUT = Statement(
@@ -549,6 +587,9 @@ ALL_STATEMENTS: dict[str, Statement] = {
         SET_STOP,
         CLEAR_STOP,
         GET_STOP,
+        LEASE_ACQUIRE,
+        LEASE_RENEW,
+        LEASE_RELEASE,
         LEDGER_PUT,
         LEDGER_GET,
         LEDGER_COUNT,
@@ -571,6 +612,7 @@ _TABLES = {
     "messages": "messages",
     "tool_executions": "tool_executions",
     "stop_requests": "stop_requests",
+    **_lease_sql.TABLES,
     "migrations": "migrations",
 }
 _INDEXES = {"threads_owner_idx": "threads_owner_idx"}

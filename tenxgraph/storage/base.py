@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from tenxgraph.storage._lease_records import LeaseGrant
+
 __all__ = [
     "CacheTier",
     "CheckpointWrite",
@@ -128,6 +130,12 @@ class CheckpointWrite:
             ``values`` (key ``serde.WRITE_TOKEN_KEY``), so a tier whose connection broke after
             sending the write recognises its own commit by reading the new version's
             ``values`` back and comparing the bytes (see ``PostgresStore.write``).
+        fence: the run lease's fencing token this write carries (``None``: a write outside a
+            lease, checked by the compare-and-swap alone). A fenced write succeeds only while
+            ``fence`` is the thread's current fence (no other run took the lease since), in
+            the same atomic step as the compare-and-swap.
+        release: give the lease of ``fence`` up in the same atomic step when the write
+            succeeds (the run's last checkpoint).
     """
 
     thread_id: str
@@ -141,6 +149,8 @@ class CheckpointWrite:
     history_limit: int | None
     created_at: float
     token: str = ""
+    fence: int | None = None
+    release: bool = False
 
     def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
         """The :class:`StoredCheckpoint` this write creates once it succeeds."""
@@ -372,6 +382,24 @@ class StoreTier(Protocol):
         made at ``at`` (UNIX seconds, default now); the newest request time is kept. Works
         before the thread's first checkpoint; any instance may call. Raises forbidden when
         another user owns the thread."""
+
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease for ``holder`` (a run id): granted when
+        nobody holds it (or the holder's lease lapsed) and no earlier live waiter is queued;
+        ``queue`` registers (or keeps alive) the caller's place when refused. See
+        :mod:`tenxgraph.storage._lease_records`."""
+        ...
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once another run
+        took the lease."""
+        ...
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue."""
+        ...
 
     async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
         """Whether the caller has a stop request for the thread, made at or after ``since``

@@ -74,11 +74,13 @@ from tenxgraph.core.exceptions import (
     StorageConnectionError,
     StorageError,
     TransientStorageError,
+    fence_lost,
     forbidden,
     redact,
     stale,
 )
 from tenxgraph.storage import _sql, serde
+from tenxgraph.storage._lease_records import LeaseGrant
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
 from tenxgraph.storage._tasks import keep_task
@@ -900,6 +902,7 @@ class PostgresStore:
             "created_at": w.created_at,
             "seqs": [s for s, _ in msgs],
             "datas": datas,
+            "fence": w.fence,
         }
         if expected == 0:
             query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
@@ -911,6 +914,7 @@ class PostgresStore:
             params["expect_seen"] = (
                 expected if prune_to is not None and prune_to < expected else None
             )
+            params["release"] = w.release and w.fence is not None
             query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
         attrs = self._span_attrs(operation, w.thread_id)
         attrs[ATTR.VERSION] = new_version
@@ -1037,6 +1041,9 @@ class PostgresStore:
         if owned is False:
             return forbidden(w.thread_id)
         add_conflict_event(sp, w.thread_id, w.expected_version, current)
+        if w.fence is not None and (current or 0) == w.expected_version:
+            # The version did not move: the fence condition refused the write.
+            return fence_lost(w.thread_id, w.expected_version, w.fence)
         return stale(w.thread_id, w.expected_version, current)
 
     async def read(
@@ -1236,6 +1243,60 @@ class PostgresStore:
         raise ResourceNotFoundError(
             f"thread {key.thread_id!r} does not exist; write a checkpoint first",
             context={"thread_id": key.thread_id},
+        )
+
+    # -- run leases (SQL in tenxgraph.storage._lease_sql) ----------------------------------------
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease (see ``StoreTier.lease_acquire``): one
+        statement, one round trip; expiry on the server's clock.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_ACQUIRE"],
+            {
+                "thread_id": key.thread_id,
+                "owner": key.user_id,
+                "holder": holder,
+                "ttl_s": float(ttl_s),
+                "lapse_s": float(lapse_s),
+                "queue": bool(queue),
+            },
+        )
+        fence, foreign, expires_in = rows[0]
+        if fence is None and foreign:
+            raise forbidden(key.thread_id)
+        return LeaseGrant(
+            None if fence is None else int(fence),
+            None if expires_in is None else float(expires_in),
+        )
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now (server clock); ``False``
+        once another run took it.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_RENEW"],
+            {"thread_id": key.thread_id, "holder": holder, "fence": fence, "ttl_s": float(ttl_s)},
+        )
+        return bool(rows)
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._fetch(
+            self._q["LEASE_RELEASE"],
+            {"thread_id": key.thread_id, "holder": holder, "fence": fence},
         )
 
     # -- stop flags ------------------------------------------------------------------------------

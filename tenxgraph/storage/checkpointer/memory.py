@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.kv import MemoryKV
 from tenxgraph.storage.layered import LayeredStore
@@ -22,6 +23,12 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lru_max_entries: decoded threads kept ready in the in-process LRU (count).
         cache_max_entries: entries kept by the cache methods (``aput_cache_value``,
             ``aput_state_cache``), least recently used evicted first (count).
+        multitask_strategy: the default strategy of runs whose config names none: ``None``
+            (default: the compare-and-swap alone), ``"reject"``, ``"enqueue"``,
+            ``"interrupt"``, ``"rollback"`` (see :class:`BaseCheckpointer` and the "Run lease"
+            page of the docs).
+        lease_ttl_s, lease_renew_s, enqueue_timeout_s: run-lease timing in seconds (defaults
+            5.0, 2.0, 300.0; see :class:`BaseCheckpointer`).
 
     Stored data is encoded exactly as the durable stores encode it, so a value that could not
     be stored in Postgres cannot be stored here either.
@@ -34,11 +41,21 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         *,
         lru_max_entries: int = 1024,
         cache_max_entries: int = 10_000,
+        multitask_strategy: str | None = None,
+        lease_ttl_s: float = 5.0,
+        lease_renew_s: float = 2.0,
+        enqueue_timeout_s: float | None = 300.0,
     ) -> None:
+        check_strategy(multitask_strategy, "multitask_strategy")
+        check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         store = LayeredStore(MemoryStore(), caches=[LRUCache(max_entries=lru_max_entries)])
         super().__init__(
             store,
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
             cache_values=MemoryKV(max_entries=cache_max_entries),
+            multitask_strategy=multitask_strategy,
+            lease_ttl_s=lease_ttl_s,
+            lease_renew_s=lease_renew_s,
+            enqueue_timeout_s=enqueue_timeout_s,
         )

@@ -10,6 +10,7 @@ import hashlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
@@ -103,6 +104,12 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             partitions; refused (``CONFIG_001``) over existing tables of another layout.
         redis_cluster: ``redis_url`` names a node of a Redis Cluster (the client is a
             ``redis.asyncio.cluster.RedisCluster``); or pass a ``RedisCluster`` as ``redis=``.
+        multitask_strategy: the default strategy of runs whose config names none: ``None``
+            (default: the compare-and-swap alone), ``"reject"``, ``"enqueue"``,
+            ``"interrupt"``, ``"rollback"`` (see :class:`BaseCheckpointer` and the "Run lease"
+            page of the docs).
+        lease_ttl_s, lease_renew_s, enqueue_timeout_s: run-lease timing in seconds (defaults
+            5.0, 2.0, 300.0; see :class:`BaseCheckpointer`).
 
     The cache methods (``aput_cache_value``, ``aput_state_cache`` ...) keep their entries in
     Redis when there is a Redis tier (shared by every instance; the state cache expires after
@@ -112,7 +119,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
             given, both ``postgres_dsn`` and ``db_url``, an unknown ``user_id_type`` or
             ``id_type``, a bad ``pooler`` or ``partitions``, or ``redis_cluster=True`` without
-            ``redis_url`` (or with ``redis``/``redis_pool``).
+            ``redis_url`` (or with ``redis``/``redis_pool``), an unknown
+            ``multitask_strategy`` or bad lease timing.
     """
 
     def __init__(
@@ -139,7 +147,13 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         pooler: str | None = "auto",
         partitions: int | None = None,
         redis_cluster: bool = False,
+        multitask_strategy: str | None = None,
+        lease_ttl_s: float = 5.0,
+        lease_renew_s: float = 2.0,
+        enqueue_timeout_s: float | None = 300.0,
     ) -> None:
+        check_strategy(multitask_strategy, "multitask_strategy")
+        check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_url is not None:
             if postgres_dsn is not None:
                 raise ConfigError(
@@ -220,6 +234,10 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             enforce_user_isolation=enforce_user_isolation,
             cache_values=kv,
             state_cache_ttl_s=float(cache_ttl),
+            multitask_strategy=multitask_strategy,
+            lease_ttl_s=lease_ttl_s,
+            lease_renew_s=lease_renew_s,
+            enqueue_timeout_s=enqueue_timeout_s,
         )
         self._loop_guards: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[None]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
@@ -27,6 +28,12 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             used only after checking the file's current version (one indexed lookup).
         synchronous: SQLite ``PRAGMA synchronous`` (``"NORMAL"`` default, ``"FULL"`` to survive
             power loss, not only process crashes).
+        multitask_strategy: the default strategy of runs whose config names none: ``None``
+            (default: the compare-and-swap alone), ``"reject"``, ``"enqueue"``,
+            ``"interrupt"``, ``"rollback"`` (see :class:`BaseCheckpointer` and the "Run lease"
+            page of the docs).
+        lease_ttl_s, lease_renew_s, enqueue_timeout_s: run-lease timing in seconds (defaults
+            5.0, 2.0, 300.0; see :class:`BaseCheckpointer`).
     """
 
     def __init__(
@@ -37,7 +44,13 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         *,
         lru_max_entries: int = 1024,
         synchronous: str = "NORMAL",
+        multitask_strategy: str | None = None,
+        lease_ttl_s: float = 5.0,
+        lease_renew_s: float = 2.0,
+        enqueue_timeout_s: float | None = 300.0,
     ) -> None:
+        check_strategy(multitask_strategy, "multitask_strategy")
+        check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_path is None:
             db_path = os.path.join(os.path.expanduser("~"), ".tenxgraph", "checkpointer.db")
         self.db_path = db_path
@@ -48,4 +61,8 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
             cache_values=source,  # the cache methods keep their entries in the same file
+            multitask_strategy=multitask_strategy,
+            lease_ttl_s=lease_ttl_s,
+            lease_renew_s=lease_renew_s,
+            enqueue_timeout_s=enqueue_timeout_s,
         )
