@@ -40,7 +40,7 @@ from tenxgraph.core.state.execution import ExecutionStatus
 
 if TYPE_CHECKING:
     from tenxgraph.core.state import AgentState
-    from tenxgraph.storage.base import StoreTier, ThreadKey
+    from tenxgraph.storage.base import ThreadKey
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 __all__ = ["POLL_MAX_S", "POLL_MIN_S", "RunLease", "rollback_target", "strategy_of"]
@@ -92,9 +92,7 @@ class RunLease:
     def __init__(
         self, cp: BaseCheckpointer[Any], config: dict[str, Any], key: ThreadKey, holder: str
     ) -> None:
-        assert cp.store is not None
         self.cp = cp
-        self.store: StoreTier = cp.store
         self.config = config
         self.key = key
         self.holder = holder
@@ -114,11 +112,7 @@ class RunLease:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         cp = self.cp
-        ttl, lapse = cp.lease_ttl_s, cp.lease_ttl_s
-        queue = strategy != "reject"
-        grant = await self.store.lease_acquire(
-            self.key, self.holder, ttl_s=ttl, lapse_s=lapse, queue=queue
-        )
+        grant = await cp.alease_acquire(self.config, self.holder, queue=strategy != "reject")
         if grant.fence is None and strategy == "reject":
             raise await self._busy(strategy, grant.expires_in_s, waited=None)
         t0 = time.monotonic()
@@ -138,14 +132,12 @@ class RunLease:
                 pause = delay if deadline is None else min(delay, max(0.0, deadline - now))
                 await anyio.sleep(pause)
                 delay = min(delay * 2, POLL_MAX_S)
-                grant = await self.store.lease_acquire(
-                    self.key, self.holder, ttl_s=ttl, lapse_s=lapse, queue=True
-                )
+                grant = await cp.alease_acquire(self.config, self.holder, queue=True)
         except BaseException:
             # Leave the queue (and withdraw a stop request made for this run) before failing.
             with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_BUDGET_S):
                 try:
-                    await self.store.lease_release(self.key, self.holder, None)
+                    await cp.alease_release(self.config, self.holder, None)
                     if asked_stop:
                         await cp.aset_stop(self.config, False)
                 except Exception as exc:  # noqa: BLE001 - the original error is what matters
@@ -166,7 +158,8 @@ class RunLease:
         """The error of a refused or timed-out run (reads the thread's version for its
         context: one round trip, on the error path only)."""
         try:
-            version: int | None = await self.store.current_version(self.key) or 0
+            info = await self.cp.aget_thread(self.config)
+            version: int | None = info.version if info is not None else 0
         except TenxGraphError:
             version = None
         tid = self.key.thread_id
@@ -210,7 +203,7 @@ class RunLease:
         while True:
             await asyncio.sleep(self.cp.lease_renew_s)
             try:
-                ok = await self.store.lease_renew(self.key, self.holder, fence, self.cp.lease_ttl_s)
+                ok = await self.cp.alease_renew(self.config, self.holder, fence)
             except TenxGraphError as exc:
                 log.warning("could not renew a run lease: %s", exc.error_code)
                 continue
@@ -223,9 +216,7 @@ class RunLease:
     async def renew_now(self) -> None:
         """Renew once (the trio path: called at each checkpoint when no task renews)."""
         if self._renewer is None and self.fence is not None and not self.lost:
-            ok = await self.store.lease_renew(
-                self.key, self.holder, self.fence, self.cp.lease_ttl_s
-            )
+            ok = await self.cp.alease_renew(self.config, self.holder, self.fence)
             self.lost = not ok
 
     # -- releasing -------------------------------------------------------------------------------
@@ -248,7 +239,7 @@ class RunLease:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_BUDGET_S):
             try:
-                await self.store.lease_release(self.key, self.holder, fence)
+                await self.cp.alease_release(self.config, self.holder, fence)
             except Exception as exc:  # noqa: BLE001 - the lease lapses by itself
                 log.warning("could not release a run lease: %s", type(exc).__name__)
 

@@ -23,7 +23,15 @@ from tenxgraph.storage.postgres import PostgresStore, _drive
 pytestmark = [pytest.mark.postgres, pytest.mark.anyio]
 
 PARTITIONS = 4
-THREAD_TABLES = ("threads", "checkpoints", "messages", "tool_executions", "stop_requests")
+THREAD_TABLES = (
+    "threads",
+    "checkpoints",
+    "messages",
+    "tool_executions",
+    "stop_requests",
+    "thread_leases",
+    "lease_waiters",
+)
 
 #: Statements that are not about one thread (listing, setup, catalog probes).
 NOT_PER_THREAD = {
@@ -67,6 +75,14 @@ SAMPLE: dict[str, Any] = {
     "tool_call_id": b"c",
     "tool_name": b"n",
     "result": b"r",
+    # the run lease (tenxgraph.storage._lease_sql): a fence is given so that the fenced branch
+    # of the checkpoint writes is planned too
+    "fence": 1,
+    "release": True,
+    "holder": "run-1",
+    "ttl_s": 5.0,
+    "lapse_s": 5.0,
+    "queue": True,
 }
 
 

@@ -35,6 +35,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.storage import serde
 from tenxgraph.storage._diff import DurableView, diff_messages
+from tenxgraph.storage._lease_records import LeaseGrant
 from tenxgraph.storage.base import (
     CheckpointWrite,
     LedgerEntry,
@@ -715,6 +716,40 @@ class BaseCheckpointer(Generic[StateT]):
             key = self._key(config)
             return sum(1 for k, _ in self._custom_ledger if k == key)
         return await self.store.ledger_count(self._key(config))
+
+    # -- run lease (runtime API; tenxgraph.core._lease decides, the store keeps it) ------------
+    async def alease_acquire(
+        self, config: dict[str, Any], holder: str, *, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the config's thread's run lease for ``holder`` (a run id),
+        lasting ``lease_ttl_s``; ``queue`` keeps the caller's place in the queue when refused
+        (a place lapses ``lease_ttl_s`` after the caller's last attempt).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._ensure_setup()
+        return await self._tier("alease_acquire").lease_acquire(
+            self.key_for(config),
+            holder,
+            ttl_s=self.lease_ttl_s,
+            lapse_s=self.lease_ttl_s,
+            queue=queue,
+        )
+
+    async def alease_renew(self, config: dict[str, Any], holder: str, fence: int) -> bool:
+        """Extend ``holder``'s lease by ``lease_ttl_s`` from now; ``False`` once another run
+        took it over."""
+        await self._ensure_setup()
+        return await self._tier("alease_renew").lease_renew(
+            self.key_for(config), holder, fence, self.lease_ttl_s
+        )
+
+    async def alease_release(self, config: dict[str, Any], holder: str, fence: int | None) -> None:
+        """Give ``holder``'s lease of ``fence`` up (``None``: only leave the queue)."""
+        await self._ensure_setup()
+        await self._tier("alease_release").lease_release(self.key_for(config), holder, fence)
 
     async def aset_stop(
         self, config: dict[str, Any], requested: bool = True, at: float | None = None
