@@ -101,6 +101,7 @@ class RunLease:
         self.waited_s = 0.0
         self.lost = False
         self._renewer: asyncio.Task[None] | None = None
+        self._renewed_at = 0.0
 
     # -- taking ----------------------------------------------------------------------------------
     async def take(self, strategy: str) -> None:
@@ -144,6 +145,7 @@ class RunLease:
                     log.warning("could not leave the queue of a thread: %s", type(exc).__name__)
             raise
         self.waited_s = time.monotonic() - t0
+        self._renewed_at = time.monotonic()
         self.fence = grant.fence
         if asked_stop:
             # The previous holder stopped (or ended): withdraw the request so that this run
@@ -214,10 +216,14 @@ class RunLease:
                 return
 
     async def renew_now(self) -> None:
-        """Renew once (the trio path: called at each checkpoint when no task renews)."""
-        if self._renewer is None and self.fence is not None and not self.lost:
-            ok = await self.cp.alease_renew(self.config, self.holder, self.fence)
-            self.lost = not ok
+        """Renew when due (the trio path: called at each checkpoint when no task renews; a
+        renewal is sent only once ``lease_renew_s`` passed since the last one)."""
+        if self._renewer is not None or self.fence is None or self.lost:
+            return
+        now = time.monotonic()
+        if now - self._renewed_at >= self.cp.lease_renew_s:
+            self._renewed_at = now
+            self.lost = not await self.cp.alease_renew(self.config, self.holder, self.fence)
 
     # -- releasing -------------------------------------------------------------------------------
     def released_by_write(self) -> None:

@@ -30,8 +30,9 @@ Where each piece is called today (one round trip each unless said):
   in ``CHECKPOINT_CAS`` and of the ``INSERT``'s ``SELECT`` in ``CHECKPOINT_CREATE``: no extra
   round trip. ``FOR SHARE`` makes a concurrent acquisition wait for this write (or this write
   see the new fence), so a write can never commit after another run took the lease.
-* ``RELEASE_CTE`` (fragment, folded): appended to ``CHECKPOINT_CAS``'s CTEs: the run's last
-  checkpoint write releases the lease in the same statement (``%(release)b``).
+* ``RELEASE_CTE`` (fragment, folded): appended to the CTEs of ``CHECKPOINT_CAS`` and
+  ``CHECKPOINT_CREATE`` (after ``cas``): the run's last checkpoint write releases the lease in
+  the same statement (``%(release)b``).
 * ``RENEW`` (statement): the holder's renewal task, every ``lease_renew_s`` seconds (off the
   step path: a run shorter than that never sends it).
 * ``RELEASE`` (statement): only when the run ended without a final write carrying the release
@@ -138,8 +139,8 @@ FENCE_CONDITION = """(%(fence)b::int8 IS NULL OR EXISTS (
             WHERE lease.thread_id = %(thread_id)b AND lease.fence = %(fence)b::int8
               FOR SHARE))"""
 
-#: CTE appended to ``CHECKPOINT_CAS`` (after ``cas``): the last write of a run releases its
-#: lease in the same statement (``%(release)b``).
+#: CTE appended to ``CHECKPOINT_CAS`` and ``CHECKPOINT_CREATE`` (after ``cas``): the last write
+#: of a run releases its lease in the same statement (``%(release)b``).
 RELEASE_CTE = """released AS (
     UPDATE {thread_leases} AS lease SET holder = '', expires_at = 0
       FROM cas

@@ -164,7 +164,9 @@ WITH cas AS (
     + """
     ON CONFLICT (thread_id) DO NOTHING
  RETURNING version
-), new_checkpoint AS (
+), """
+    + _lease_sql.RELEASE_CTE
+    + """, new_checkpoint AS (
     INSERT INTO {checkpoints}
            (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
     SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,

@@ -903,6 +903,7 @@ class PostgresStore:
             "seqs": [s for s, _ in msgs],
             "datas": datas,
             "fence": w.fence,
+            "release": w.release and w.fence is not None,
         }
         if expected == 0:
             query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
@@ -914,7 +915,6 @@ class PostgresStore:
             params["expect_seen"] = (
                 expected if prune_to is not None and prune_to < expected else None
             )
-            params["release"] = w.release and w.fence is not None
             query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
         attrs = self._span_attrs(operation, w.thread_id)
         attrs[ATTR.VERSION] = new_version
