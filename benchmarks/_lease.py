@@ -242,9 +242,7 @@ def shared_thread_rows(
                         log(f"  [{rep + 1}/{repeats}] lease: {n} processes, strategy {strategy}")
                         tid = f"shared-{uuid.uuid4().hex[:8]}"
                         effects = os.path.join(tmp, f"{tid}.log")
-                        res = pool.run(
-                            n, (dsn, schema, tid, strategy, duration_s, node_s, effects)
-                        )
+                        res = pool.run(n, (dsn, schema, tid, strategy, duration_s, node_s, effects))
                         with open(effects, encoding="utf-8") as f:
                             executions = sum(1 for _ in f)
                         rows.append(

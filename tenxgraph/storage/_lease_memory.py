@@ -70,10 +70,10 @@ def acquire_on(
         lease.waiters.clear()
     mine = lease.waiters.get(holder)
     my_arrival = mine[0] if mine is not None else float("inf")
-    ahead = any(
-        (arrived, wid) < (my_arrival, holder) and seen > now - lapse_s
+    ahead = sum(
+        1
         for wid, (arrived, seen) in lease.waiters.items()
-        if wid != holder
+        if wid != holder and (arrived, wid) < (my_arrival, holder) and seen > now - lapse_s
     )
     # The caller itself may be the holder: an attempt whose answer was lost, sent again.
     free = lease.holder in ("", holder) or lease.expires_at <= now
@@ -83,12 +83,13 @@ def acquire_on(
         lease.expires_at = now + ttl_s
         lease.waiters.pop(holder, None)
         return LeaseGrant(lease.fence, ttl_s)
-    if queue:
+    if queue and (mine is None or mine[1] <= now - lapse_s / 4):
+        # A place is refreshed a few times per lapse, not at every attempt (fewer writes).
         lease.waiters[holder] = (mine[0] if mine is not None else now, now)
     # Lapsed waiters are forgotten on the way (bounded queue).
     for wid in [w for w, (_, seen) in lease.waiters.items() if seen <= now - lapse_s]:
         del lease.waiters[wid]
-    return LeaseGrant(None, max(0.0, lease.expires_at - now) if not free else 0.0)
+    return LeaseGrant(None, max(0.0, lease.expires_at - now) if not free else 0.0, ahead)
 
 
 class LeaseTable:

@@ -27,7 +27,10 @@ class LeaseGrant:
             when refused, seconds until the current holder's lease lapses unless renewed
             (``0.0`` when it already lapsed and only the queue holds the caller back; ``None``
             when the store could not tell).
+        ahead: when refused, the number of live waiters queued before the caller (``0``: the
+            caller is next, so it retries sooner); ``None`` when granted or unknown.
     """
 
     fence: int | None
     expires_in_s: float | None
+    ahead: int | None = None

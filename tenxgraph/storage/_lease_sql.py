@@ -54,10 +54,11 @@ __all__ = [
 TABLES = {"thread_leases": "thread_leases", "lease_waiters": "lease_waiters"}
 
 #: One acquisition attempt. Params: ``thread_id``, ``owner``, ``holder`` (run id), ``ttl_s``,
-#: ``lapse_s``, ``queue`` (register or refresh the caller's place when refused). Returns one
+#: ``lapse_s``, ``queue`` (register the caller's place when refused, refreshed a few times per
+#: ``lapse_s``). Returns one
 #: row: ``granted fence`` (NULL: refused), ``foreign`` (another user owns the thread or holds
 #: its lease: forbidden), ``expires_in_s`` (of the holder when refused, of the caller when
-#: granted; NULL when unknown).
+#: granted; NULL when unknown), ``ahead`` (live waiters queued before the caller).
 ACQUIRE = """
 WITH clock AS (
     SELECT extract(epoch FROM statement_timestamp())::float8 AS now
@@ -92,6 +93,7 @@ WITH clock AS (
      WHERE %(queue)b AND NOT EXISTS (SELECT 1 FROM took)
        AND NOT EXISTS (SELECT 1 FROM foreign_thread)
         ON CONFLICT (thread_id, waiter) DO UPDATE SET seen_at = excluded.seen_at
+     WHERE w.seen_at <= excluded.seen_at - %(lapse_s)b::float8 / 4
 ), dequeued AS (
     DELETE FROM {lease_waiters} AS w
      WHERE w.thread_id = %(thread_id)b
@@ -107,7 +109,12 @@ SELECT (SELECT fence FROM took),
        CASE WHEN EXISTS (SELECT 1 FROM took) THEN %(ttl_s)b::float8
             ELSE (SELECT CASE WHEN l.holder = '' THEN 0.0
                               ELSE greatest(0.0, l.expires_at - clock.now) END
-                    FROM {thread_leases} AS l WHERE l.thread_id = %(thread_id)b) END
+                    FROM {thread_leases} AS l WHERE l.thread_id = %(thread_id)b) END,
+       (SELECT count(*) FROM {lease_waiters} AS o
+         WHERE o.thread_id = %(thread_id)b AND o.waiter <> %(holder)b
+           AND o.seen_at > clock.now - %(lapse_s)b::float8
+           AND (o.arrived_at, o.waiter)
+               < (coalesce((SELECT arrived_at FROM mine), 'infinity'::float8), %(holder)b))
   FROM clock
 """
 

@@ -1267,12 +1267,13 @@ class PostgresStore:
                 "queue": bool(queue),
             },
         )
-        fence, foreign, expires_in = rows[0]
+        fence, foreign, expires_in, ahead = rows[0]
         if fence is None and foreign:
             raise forbidden(key.thread_id)
         return LeaseGrant(
             None if fence is None else int(fence),
             None if expires_in is None else float(expires_in),
+            None if fence is not None or ahead is None else int(ahead),
         )
 
     async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
