@@ -669,20 +669,22 @@ async def _run_body(
         if strategy == "rollback":
             target = await rollback_target(run.cp, rc.raw, run.state, state_cls, graph.new_state)
         if target is not None:
-            run.may_release = False
-            await run.commit(target.model_copy(update={"execution_meta": meta}))
-            run.may_release = True
-            assert run.state is not None
-            run.state = _with_meta(
-                run.state,
+            # A new version holding the state from before the stopped run (its own versions
+            # stay in history), marked finished so that nothing of the stopped run resumes.
+            restored = _with_meta(
+                target.model_copy(update={"execution_meta": meta}),
                 status=ExecutionStatus.COMPLETED,
                 current_node=END,
                 interrupt_node=None,
                 interrupt_reason=None,
                 interrupt_data=None,
+                error=None,
                 internal_data={},
             )
-            run.dirty = True
+            run.may_release = False  # this write does not end the run
+            await run.commit(restored)
+            run.may_release = True
+            assert run.state is not None
             meta = run.state.execution_meta
         elif meta.status == ExecutionStatus.STOPPED:
             skip_unfinished = True

@@ -32,8 +32,10 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             (default: the compare-and-swap alone), ``"reject"``, ``"enqueue"``,
             ``"interrupt"``, ``"rollback"`` (see :class:`BaseCheckpointer` and the "Run lease"
             page of the docs).
-        lease_ttl_s, lease_renew_s, enqueue_timeout_s: run-lease timing in seconds (defaults
-            5.0, 2.0, 300.0; see :class:`BaseCheckpointer`).
+        lease_ttl_s: seconds a run lease lasts after its holder's last renewal (default 5.0).
+        lease_renew_s: seconds between two renewals by a running holder (default 2.0).
+        enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
+            ``ThreadBusyError`` (default 300.0; ``None``: no limit).
     """
 
     def __init__(
