@@ -130,6 +130,7 @@ class RunLease:
         deadline = None if cp.enqueue_timeout_s is None else t0 + cp.enqueue_timeout_s
         delay = POLL_MIN_S
         asked_stop = False
+        refreshed = t0
         try:
             while grant.fence is None:
                 if strategy in ("interrupt", "rollback") and not asked_stop:
@@ -145,6 +146,14 @@ class RunLease:
                     pause = min(pause, max(0.0, deadline - now))
                 await anyio.sleep(pause)
                 delay = min(delay * 2, POLL_MAX_S)
+                # A read-only peek unless the lease looks free to this run or its place in the
+                # queue is due for a refresh: no row lock taken against the holder's writes.
+                if time.monotonic() - refreshed < cp.lease_ttl_s / 4:
+                    peeked = await cp.alease_peek(self.config, self.holder)
+                    if not (peeked.expires_in_s == 0.0 and peeked.ahead == 0):
+                        grant = peeked
+                        continue
+                refreshed = time.monotonic()
                 grant = await cp.alease_acquire(self.config, self.holder, queue=True)
         except BaseException:
             # Leave the queue (and withdraw a stop request made for this run) before failing.

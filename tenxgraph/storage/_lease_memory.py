@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tenxgraph.storage._lease_records import LeaseGrant
 
-__all__ = ["Lease", "LeaseTable", "acquire_on"]
+__all__ = ["Lease", "LeaseTable", "acquire_on", "peek_on"]
 
 
 @dataclass(slots=True)
@@ -92,6 +92,27 @@ def acquire_on(
     return LeaseGrant(None, max(0.0, lease.expires_at - now) if not free else 0.0, ahead)
 
 
+def peek_on(lease: Lease | None, holder: str, *, now: float, lapse_s: float) -> LeaseGrant:
+    """What an acquisition attempt would find, changing nothing (a waiter's cheap poll).
+
+    Returns:
+        ``LeaseGrant(None, expires_in_s, ahead)``: ``expires_in_s`` is ``0.0`` when the lease
+        is free (released, lapsed, or held by ``holder`` itself), ``ahead`` the live waiters
+        queued before ``holder``.
+    """
+    if lease is None:
+        return LeaseGrant(None, 0.0, 0)
+    mine = lease.waiters.get(holder)
+    my_arrival = mine[0] if mine is not None else float("inf")
+    ahead = sum(
+        1
+        for wid, (arrived, seen) in lease.waiters.items()
+        if wid != holder and (arrived, wid) < (my_arrival, holder) and seen > now - lapse_s
+    )
+    free = lease.holder in ("", holder) or lease.expires_at <= now
+    return LeaseGrant(None, 0.0 if free else lease.expires_at - now, ahead)
+
+
 class LeaseTable:
     """Leases of one in-process store, keyed by thread id (see the module docstring)."""
 
@@ -126,6 +147,10 @@ class LeaseTable:
             queue=queue,
             thread_exists=thread_exists,
         )
+
+    def peek(self, thread_id: str, holder: str, *, now: float, lapse_s: float) -> LeaseGrant:
+        """See :func:`peek_on`."""
+        return peek_on(self._leases.get(thread_id), holder, now=now, lapse_s=lapse_s)
 
     def renew(self, thread_id: str, holder: str, fence: int, *, now: float, ttl_s: float) -> bool:
         """Extend the holder's lease to ``now + ttl_s``; ``False`` when it is no longer the

@@ -33,6 +33,8 @@ Where each piece is called today (one round trip each unless said):
 * ``RELEASE_CTE`` (fragment, folded): appended to the CTEs of ``CHECKPOINT_CAS`` and
   ``CHECKPOINT_CREATE`` (after ``cas``): the run's last checkpoint write releases the lease in
   the same statement (``%(release)b``).
+* ``PEEK`` (statement, read-only): a queued run's polls between two ``ACQUIRE`` s (it sends
+  ``ACQUIRE`` only when the lease looks free and it is next in line, or to keep its place).
 * ``RENEW`` (statement): the holder's renewal task, every ``lease_renew_s`` seconds (off the
   step path: a run shorter than that never sends it).
 * ``RELEASE`` (statement): only when the run ended without a final write carrying the release
@@ -44,6 +46,7 @@ from __future__ import annotations
 __all__ = [
     "ACQUIRE",
     "FENCE_CONDITION",
+    "PEEK",
     "RELEASE",
     "RELEASE_CTE",
     "RENEW",
@@ -115,6 +118,26 @@ SELECT (SELECT fence FROM took),
            AND o.seen_at > clock.now - %(lapse_s)b::float8
            AND (o.arrived_at, o.waiter)
                < (coalesce((SELECT arrived_at FROM mine), 'infinity'::float8), %(holder)b))
+  FROM clock
+"""
+
+#: A waiting run's poll, read-only (no row lock, nothing written). Params: ``thread_id``,
+#: ``holder``, ``lapse_s``. One row: seconds until the lease lapses (``0``: free), live
+#: waiters queued before the caller.
+PEEK = """
+WITH clock AS (
+    SELECT extract(epoch FROM statement_timestamp())::float8 AS now
+)
+SELECT coalesce((SELECT CASE WHEN l.holder IN ('', %(holder)b) THEN 0.0
+                             ELSE greatest(0.0, l.expires_at - clock.now) END
+                   FROM {thread_leases} AS l WHERE l.thread_id = %(thread_id)b), 0.0),
+       (SELECT count(*) FROM {lease_waiters} AS o
+         WHERE o.thread_id = %(thread_id)b AND o.waiter <> %(holder)b
+           AND o.seen_at > clock.now - %(lapse_s)b::float8
+           AND (o.arrived_at, o.waiter)
+               < (coalesce((SELECT w.arrived_at FROM {lease_waiters} AS w
+                             WHERE w.thread_id = %(thread_id)b AND w.waiter = %(holder)b),
+                           'infinity'::float8), %(holder)b))
   FROM clock
 """
 

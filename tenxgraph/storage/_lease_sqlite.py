@@ -11,10 +11,34 @@ from __future__ import annotations
 import sqlite3
 
 from tenxgraph.storage import _sqlite_sql as q
-from tenxgraph.storage._lease_memory import Lease, acquire_on
+from tenxgraph.storage._lease_memory import Lease, acquire_on, peek_on
 from tenxgraph.storage._lease_records import LeaseGrant
 
-__all__ = ["acquire", "fence_ok", "release", "release_by_fence", "renew"]
+__all__ = ["acquire", "fence_ok", "peek", "release", "release_by_fence", "renew"]
+
+
+def _load(conn: sqlite3.Connection, thread_id: str, owner: str) -> tuple[Lease, bool]:
+    """The thread's lease as stored (a new one when there is no row) and whether a row was
+    found."""
+    row = conn.execute(q.LEASE_GET, (thread_id,)).fetchone()
+    lease = (
+        Lease(owner=owner)
+        if row is None
+        else Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]))
+    )
+    lease.waiters = {
+        str(w): (float(a), float(seen))
+        for w, a, seen in conn.execute(q.LEASE_WAITERS, (thread_id,)).fetchall()
+    }
+    return lease, row is not None
+
+
+def peek(
+    conn: sqlite3.Connection, thread_id: str, holder: str, *, now: float, lapse_s: float
+) -> LeaseGrant:
+    """What an acquisition attempt would find, read-only (see ``peek_on``)."""
+    lease, found = _load(conn, thread_id, "")
+    return peek_on(lease if found else None, holder, now=now, lapse_s=lapse_s)
 
 
 def acquire(
@@ -31,16 +55,7 @@ def acquire(
 ) -> LeaseGrant | None:
     """One acquisition attempt (see :func:`tenxgraph.storage._lease_memory.acquire_on`);
     ``None`` when another user's lease holds the thread id."""
-    row = conn.execute(q.LEASE_GET, (thread_id,)).fetchone()
-    lease = (
-        Lease(owner=owner)
-        if row is None
-        else Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]))
-    )
-    lease.waiters = {
-        str(w): (float(a), float(seen))
-        for w, a, seen in conn.execute(q.LEASE_WAITERS, (thread_id,)).fetchall()
-    }
+    lease, found = _load(conn, thread_id, owner)
     before = (lease.owner, lease.holder, lease.fence, lease.expires_at, dict(lease.waiters))
     grant = acquire_on(
         lease,
@@ -54,7 +69,7 @@ def acquire(
     )
     if grant is None:
         return None
-    if row is None or (lease.owner, lease.holder, lease.fence, lease.expires_at) != before[:4]:
+    if not found or (lease.owner, lease.holder, lease.fence, lease.expires_at) != before[:4]:
         conn.execute(
             q.LEASE_PUT, (thread_id, lease.owner, lease.holder, lease.fence, lease.expires_at)
         )

@@ -48,6 +48,7 @@ __all__ = [
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
     "LEASE_ACQUIRE",
+    "LEASE_PEEK",
     "LEASE_RELEASE",
     "LEASE_RENEW",
     "LEDGER_COUNT",
@@ -402,6 +403,14 @@ LEASE_ACQUIRE = Statement(
     _lease_sql.ACQUIRE,
 )
 
+LEASE_PEEK = Statement(
+    "LEASE_PEEK",
+    "a queued run's read-only poll: when a thread's run lease lapses and how many live waiters "
+    "are ahead of the caller",
+    "SELECT",
+    _lease_sql.PEEK,
+)
+
 LEASE_RENEW = Statement(
     "LEASE_RENEW",
     "extend the holder's run lease (no row: another run took it)",
@@ -590,6 +599,7 @@ ALL_STATEMENTS: dict[str, Statement] = {
         CLEAR_STOP,
         GET_STOP,
         LEASE_ACQUIRE,
+        LEASE_PEEK,
         LEASE_RENEW,
         LEASE_RELEASE,
         LEDGER_PUT,

@@ -392,6 +392,12 @@ class StoreTier(Protocol):
         :mod:`tenxgraph.storage._lease_records`."""
         ...
 
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find, changing nothing and taking no lock (a
+        waiting run's poll): ``expires_in_s`` ``0.0`` when free, ``ahead`` the live waiters
+        queued before ``holder``."""
+        ...
+
     async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
         """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once another run
         took the lease."""

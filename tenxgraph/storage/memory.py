@@ -474,6 +474,12 @@ class MemoryStore:
             raise forbidden(key.thread_id)
         return grant
 
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find, changing nothing."""
+        await checkpoint()
+        with self._lock:
+            return self._leases.peek(key.thread_id, holder, now=time.time(), lapse_s=lapse_s)
+
     async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
         """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once lost."""
         await checkpoint()

@@ -1276,6 +1276,19 @@ class PostgresStore:
             None if fence is not None or ahead is None else int(ahead),
         )
 
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find: one read-only statement, no row lock.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_PEEK"],
+            {"thread_id": key.thread_id, "holder": holder, "lapse_s": float(lapse_s)},
+        )
+        expires_in, ahead = rows[0]
+        return LeaseGrant(None, float(expires_in), int(ahead))
+
     async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
         """Extend the holder's lease by ``ttl_s`` seconds from now (server clock); ``False``
         once another run took it.

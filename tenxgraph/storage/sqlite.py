@@ -803,6 +803,16 @@ class SqliteStore:
             raise forbidden(key.thread_id)
         return grant
 
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find, in a read transaction (no write lock)."""
+        return await self._run(self._lease_peek_sync, key, holder, lapse_s)
+
+    def _lease_peek_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, holder: str, lapse_s: float
+    ) -> LeaseGrant:
+        with self._transaction(conn, q.BEGIN_READ):
+            return _lease_sqlite.peek(conn, key.thread_id, holder, now=time.time(), lapse_s=lapse_s)
+
     async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
         """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once lost."""
         return await self._run(self._lease_renew_sync, key, holder, fence, ttl_s)

@@ -738,6 +738,13 @@ class BaseCheckpointer(Generic[StateT]):
             queue=queue,
         )
 
+    async def alease_peek(self, config: dict[str, Any], holder: str) -> LeaseGrant:
+        """What an acquisition attempt would find, changing nothing (a queued run's poll)."""
+        await self._ensure_setup()
+        return await self._tier("alease_peek").lease_peek(
+            self.key_for(config), holder, lapse_s=self.lease_ttl_s
+        )
+
     async def alease_renew(self, config: dict[str, Any], holder: str, fence: int) -> bool:
         """Extend ``holder``'s lease by ``lease_ttl_s`` from now; ``False`` once another run
         took it over."""
