@@ -830,7 +830,7 @@ async def _load(run: _Run) -> None:
     run.state = run.prev.state if run.prev is not None else run.graph.new_state()
 
 
-def _resumes(graph: CompiledGraph, meta: Any, has_new_input: bool, has_resume: bool) -> bool:
+def _resumes(graph: CompiledGraph[Any], meta: Any, has_new_input: bool, has_resume: bool) -> bool:
     """Whether this run goes on with the thread's unfinished run (step 2 of ``_run_body``):
     an ``interrupt()`` answer, or a cut-off, stopped, paused or failed run to complete."""
     status = meta.status
