@@ -437,9 +437,12 @@ class _Run:
         if lease is not None:
             await lease.renew_now()
         with use_span(self.span):
-            self.prev = await self.cp.acommit(
-                self.rc.raw, state, self.prev, fence=fence, release=release
-            )
+            if fence is None:  # no lease: the call as it always was
+                self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+            else:
+                self.prev = await self.cp.acommit(
+                    self.rc.raw, state, self.prev, fence=fence, release=release
+                )
         if release and lease is not None:
             lease.released_by_write()
         self.state = self.prev.state
