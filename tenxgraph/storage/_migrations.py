@@ -35,6 +35,9 @@ starts with ``thread_id`` so the tables can be distributed on it):
   ``double precision``): the newest stop request of that user for that thread. A row may exist
   before the thread's first checkpoint (a run's first node can be stopped); a run honours only
   a request made after it started. Supersedes ``threads.stop_requested``, no longer read.
+* ``thread_leases`` and ``lease_waiters`` (version 5): the run lease of the multitask
+  strategies (holder, fencing token, expiry on the server's clock) and the runs queued for it;
+  see :mod:`tenxgraph.storage._lease_sql`. ``fillfactor`` 80: renewals stay HOT updates.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -163,6 +166,31 @@ CREATE TABLE {stop_requests} (
         ),
         creates=("stop_requests",),
     ),
+    # -- version 5 ------------------------------------------------------------------------------
+    Migration(
+        "thread_leases and lease_waiters: the run lease of the multitask strategies",
+        (
+            """
+CREATE TABLE {thread_leases} (
+    thread_id text PRIMARY KEY,
+    owner text NOT NULL,
+    holder text NOT NULL,
+    fence bigint NOT NULL,
+    expires_at double precision NOT NULL
+) {thread_leases_layout}
+""",
+            """
+CREATE TABLE {lease_waiters} (
+    thread_id text NOT NULL,
+    waiter text NOT NULL,
+    arrived_at double precision NOT NULL,
+    seen_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, waiter)
+) {lease_waiters_layout}
+""",
+        ),
+        creates=("thread_leases", "lease_waiters"),
+    ),
 )
 
 #: The schema version this code writes and understands.
@@ -176,6 +204,8 @@ PLAIN_STORAGE: dict[str, LiteralString] = {
     "messages": "",
     "tool_executions": "",
     "stop_requests": "",
+    "thread_leases": "WITH (fillfactor = 80)",
+    "lease_waiters": "",
 }
 
 #: The largest partition count :func:`render_step` accepts.

@@ -32,6 +32,8 @@ from typing import LiteralString
 
 from psycopg import sql
 
+from tenxgraph.storage import _lease_sql
+
 __all__ = [
     "ALL_STATEMENTS",
     "BACKEND_PID",
@@ -46,6 +48,10 @@ __all__ = [
     "GET_STOP",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
+    "LEASE_ACQUIRE",
+    "LEASE_PEEK",
+    "LEASE_RELEASE",
+    "LEASE_RENEW",
     "LEDGER_COUNT",
     "LEDGER_GET",
     "LEDGER_PUT",
@@ -54,6 +60,7 @@ __all__ = [
     "MIGRATION_LOCK",
     "MIGRATION_RECORD",
     "MIGRATION_VERSION",
+    "NO_FENCE",
     "NO_VERSION",
     "PARTITION_BY_THREAD",
     "READ_CHECKPOINT",
@@ -76,6 +83,8 @@ __all__ = [
 
 #: "no version" in a typed int8 parameter that would otherwise be NULL (versions start at 1).
 NO_VERSION = -1
+#: The ``fence`` parameter of a checkpoint write made outside a run lease (fences start at 1).
+NO_FENCE = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +117,13 @@ WITH cas AS (
     UPDATE {threads}
        SET version = version + 1, status = %(status)b, updated_at = %(created_at)b
      WHERE thread_id = %(thread_id)b AND owner = %(owner)b AND version = %(expected)b
+       AND """
+    + _lease_sql.FENCE_CONDITION
+    + """
  RETURNING version
-), new_checkpoint AS (
+), """
+    + _lease_sql.RELEASE_CTE
+    + """, new_checkpoint AS (
     INSERT INTO {checkpoints}
            (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
     SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
@@ -158,10 +172,15 @@ CHECKPOINT_CREATE = Statement(
     """
 WITH cas AS (
     INSERT INTO {threads} (thread_id, owner, version, status, created_at, updated_at)
-    VALUES (%(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b)
+    SELECT %(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b
+     WHERE """
+    + _lease_sql.FENCE_CONDITION
+    + """
     ON CONFLICT (thread_id) DO NOTHING
  RETURNING version
-), new_checkpoint AS (
+), """
+    + _lease_sql.RELEASE_CTE
+    + """, new_checkpoint AS (
     INSERT INTO {checkpoints}
            (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
     SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
@@ -440,6 +459,39 @@ SELECT s.requested_at FROM {stop_requests} AS s
 """,
 )
 
+# -- run leases (templates in tenxgraph.storage._lease_sql) ------------------------------------
+
+LEASE_ACQUIRE = Statement(
+    "LEASE_ACQUIRE",
+    "one attempt to take a thread's run lease (or keep the caller's place in its queue); say "
+    "the granted fence, whether another user owns the thread, and when the holder's lease "
+    "lapses",
+    "INSERT",
+    _lease_sql.ACQUIRE,
+)
+
+LEASE_PEEK = Statement(
+    "LEASE_PEEK",
+    "a queued run's read-only poll: when a thread's run lease lapses and how many live waiters "
+    "are ahead of the caller",
+    "SELECT",
+    _lease_sql.PEEK,
+)
+
+LEASE_RENEW = Statement(
+    "LEASE_RENEW",
+    "extend the holder's run lease (no row: another run took it)",
+    "UPDATE",
+    _lease_sql.RENEW,
+)
+
+LEASE_RELEASE = Statement(
+    "LEASE_RELEASE",
+    "give a run lease up and leave the thread's queue",
+    "UPDATE",
+    _lease_sql.RELEASE,
+)
+
 # -- tool ledger --------------------------------------------------------------------------------
 
 LEDGER_PUT = Statement(
@@ -614,6 +666,10 @@ ALL_STATEMENTS: dict[str, Statement] = {
         SET_STOP,
         CLEAR_STOP,
         GET_STOP,
+        LEASE_ACQUIRE,
+        LEASE_PEEK,
+        LEASE_RENEW,
+        LEASE_RELEASE,
         LEDGER_PUT,
         LEDGER_GET,
         LEDGER_COUNT,
@@ -636,6 +692,7 @@ _TABLES = {
     "messages": "messages",
     "tool_executions": "tool_executions",
     "stop_requests": "stop_requests",
+    **_lease_sql.TABLES,
     "migrations": "migrations",
 }
 _INDEXES = {"threads_owner_idx": "threads_owner_idx"}

@@ -47,6 +47,7 @@ from opentelemetry import trace
 from tenxgraph.core.exceptions import StorageError
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     StoredCheckpoint,
     ThreadInfo,
@@ -403,6 +404,31 @@ class LayeredStore:
     async def ledger_count(self, key: ThreadKey) -> int:
         """Number of ledger rows of the thread, from the source."""
         return await self.source.ledger_count(key)
+
+    # ------------------------------------------------------------------ run lease (the source's)
+
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease: the source's (caches never hold a
+        lease; see :meth:`StoreTier.lease_acquire
+        <tenxgraph.storage.base.StoreTier.lease_acquire>`)."""
+        return await self.source.lease_acquire(
+            key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue
+        )
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """The source's answer to a waiting run's poll (changes nothing)."""
+        return await self.source.lease_peek(key, holder, lapse_s=lapse_s)
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease at the source; ``False`` once another run took it."""
+        return await self.source.lease_renew(key, holder, fence, ttl_s)
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up at the source and withdraw ``holder`` from the
+        queue."""
+        await self.source.lease_release(key, holder, fence)
 
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
         """Record or withdraw the caller's timed stop request in the source."""

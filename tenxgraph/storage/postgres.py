@@ -75,12 +75,14 @@ from tenxgraph.core.exceptions import (
     StorageConnectionError,
     StorageError,
     TransientStorageError,
+    fence_lost,
     forbidden,
     redact,
     stale,
 )
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     Range,
     StoredCheckpoint,
@@ -889,6 +891,8 @@ class PostgresStore:
             "created_at": float(w.created_at),
             "seqs": [Int8(s) for s, _ in msgs],
             "datas": datas,
+            "fence": Int8(_sql.NO_FENCE if w.fence is None else w.fence),
+            "release": w.release and w.fence is not None,
         }
         if expected == 0:
             query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
@@ -1026,6 +1030,9 @@ class PostgresStore:
         if owned is False:
             return forbidden(w.thread_id)
         add_conflict_event(sp, w.thread_id, w.expected_version, current)
+        if w.fence is not None and (current or 0) == w.expected_version:
+            # The version did not move: the fence condition refused the write.
+            return fence_lost(w.thread_id, w.expected_version, w.fence)
         return stale(w.thread_id, w.expected_version, current)
 
     async def read(
@@ -1292,6 +1299,83 @@ class PostgresStore:
         raise ResourceNotFoundError(
             f"thread {key.thread_id!r} does not exist; write a checkpoint first",
             context={"thread_id": key.thread_id},
+        )
+
+    # -- run leases (SQL in tenxgraph.storage._lease_sql) ----------------------------------------
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease (see ``StoreTier.lease_acquire``): one
+        statement, one round trip; expiry on the server's clock.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_ACQUIRE"],
+            {
+                "thread_id": key.thread_id,
+                "owner": key.user_id,
+                "holder": holder,
+                "ttl_s": float(ttl_s),
+                "lapse_s": float(lapse_s),
+                "queue": bool(queue),
+            },
+        )
+        fence, foreign, expires_in, ahead = rows[0]
+        if fence is None and foreign:
+            raise forbidden(key.thread_id)
+        return LeaseGrant(
+            None if fence is None else int(fence),
+            None if expires_in is None else float(expires_in),
+            None if fence is not None or ahead is None else int(ahead),
+        )
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find: one read-only statement, no row lock.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_PEEK"],
+            {"thread_id": key.thread_id, "holder": holder, "lapse_s": float(lapse_s)},
+        )
+        expires_in, ahead = rows[0]
+        return LeaseGrant(None, float(expires_in), int(ahead))
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now (server clock); ``False``
+        once another run took it.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_RENEW"],
+            {
+                "thread_id": key.thread_id,
+                "holder": holder,
+                "fence": Int8(fence),
+                "ttl_s": float(ttl_s),
+            },
+        )
+        return bool(rows)
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._fetch(
+            self._q["LEASE_RELEASE"],
+            {
+                "thread_id": key.thread_id,
+                "holder": holder,
+                "fence": Int8(_sql.NO_FENCE if fence is None else fence),
+            },
         )
 
     # -- stop flags ------------------------------------------------------------------------------
