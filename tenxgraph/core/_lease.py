@@ -19,9 +19,13 @@ loop (asyncio; under trio the lease is renewed at each checkpoint only, so a nod
 ``lease_ttl_s`` lets it lapse). The run's last checkpoint write releases it in the same
 statement; otherwise :meth:`RunLease.release` sends a release when the run ends.
 
+Taking the lease costs no round trip of its own: every acquisition attempt is the run's first
+read with the acquisition folded in (``BaseCheckpointer.aload_leased``; on Postgres one
+statement, ``LEASE_READ``), and the run's last checkpoint write releases it.
+
 The runner calls this module at three marked points (``# -- run lease:`` comments in
-:mod:`tenxgraph.core._runner`): before the first read, after the first read (resumes), and at
-the end of the run.
+:mod:`tenxgraph.core._runner`): as the first read, after an unleased first read (resumes), and
+at the end of the run.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from tenxgraph.core.state.execution import ExecutionStatus
 
 if TYPE_CHECKING:
     from tenxgraph.core.state import AgentState
-    from tenxgraph.records import ThreadKey
+    from tenxgraph.records import Loaded, ThreadKey
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 __all__ = [
@@ -114,8 +118,18 @@ class RunLease:
         self._renewed_at = 0.0
 
     # -- taking ----------------------------------------------------------------------------------
-    async def take(self, strategy: str) -> None:
-        """Take the lease as ``strategy`` says (``"resume"``: wait, as for a resume).
+    async def take(self, strategy: str, state_cls: type[AgentState]) -> Loaded | None:
+        """Take the lease as ``strategy`` says (``"resume"``: wait, as for a resume) and read
+        the thread under it: each acquisition attempt is folded into the run's first read
+        (``BaseCheckpointer.aload_leased``: one round trip on Postgres), so the attempt that
+        is granted also returns the thread.
+
+        Args:
+            strategy: ``reject``, ``enqueue``, ``interrupt``, ``rollback`` or ``resume``.
+            state_cls: the class to decode the thread's state with.
+
+        Returns:
+            The thread's latest version read under the lease (``None``: no thread yet).
 
         Raises:
             ThreadBusyError: ``STORAGE_BUSY_001``: refused (``reject``) or waited longer than
@@ -123,7 +137,9 @@ class RunLease:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         cp = self.cp
-        grant = await cp.alease_acquire(self.config, self.holder, queue=strategy != "reject")
+        grant, loaded = await cp.aload_leased(
+            self.config, self.holder, queue=strategy != "reject", state_cls=state_cls
+        )
         if grant.fence is None and strategy == "reject":
             raise await self._busy(strategy, grant.expires_in_s, waited=None)
         t0 = time.monotonic()
@@ -154,7 +170,9 @@ class RunLease:
                         grant = peeked
                         continue
                 refreshed = time.monotonic()
-                grant = await cp.alease_acquire(self.config, self.holder, queue=True)
+                grant, loaded = await cp.aload_leased(
+                    self.config, self.holder, queue=True, state_cls=state_cls
+                )
         except BaseException:
             # Leave the queue (and withdraw a stop request made for this run) before failing.
             with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_BUDGET_S):
@@ -174,6 +192,7 @@ class RunLease:
             await cp.aset_stop(self.config, False)
             self.stop_requested = True
         self._start_renewal()
+        return loaded
 
     async def _busy(
         self, strategy: str, expires_in_s: float | None, waited: float | None

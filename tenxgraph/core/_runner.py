@@ -667,12 +667,13 @@ async def _run_body(
     if input_msgs and graph.callback_manager is not None:
         await validate_input(run.ctx, graph, input_msgs)  # before anything is read or written
     has_new_input = bool(input_msgs or field_updates)
-    # -- run lease: with a multitask strategy, settled before the first read
+    # -- run lease: with a multitask strategy (or an answer to a pause, which always takes
+    # it), the first read takes the lease in the same round trip
     strategy = strategy_of(rc.raw, run.cp)
-    if strategy is not None:
-        run.lease = RunLease(run.cp, rc.raw, run.key, rc.run_id)
-        await run.lease.take(strategy)
-    await _load(run)
+    if strategy is not None or (has_resume and run.cp.store is not None):
+        await _take_lease(run, "resume" if strategy is None else strategy)
+    else:
+        await _load(run)
     assert run.state is not None
     meta = run.state.execution_meta
     # -- run lease: a resume takes the lease whatever the strategy (and reads again once held)
@@ -681,9 +682,7 @@ async def _run_body(
         and run.cp.store is not None
         and _resumes(graph, meta, has_new_input, has_resume)
     ):
-        run.lease = RunLease(run.cp, rc.raw, run.key, rc.run_id)
-        await run.lease.take("resume")
-        await _load(run)
+        await _take_lease(run, "resume")
         meta = run.state.execution_meta
     # -- run lease: interrupt / rollback settle the run they stopped
     skip_unfinished = False
@@ -859,6 +858,15 @@ async def _load(run: _Run) -> None:
     ``run.state`` (a new thread's initial state when nothing is stored)."""
     with use_span(run.span):
         run.prev = await run.cp.aload(run.rc.raw, run.graph.state_class)
+    run.state = run.prev.state if run.prev is not None else run.graph.new_state()
+
+
+async def _take_lease(run: _Run, strategy: str) -> None:
+    """Take the thread's run lease as ``strategy`` says, reading the thread in the same
+    round trip: ``run.lease``, ``run.prev`` and ``run.state`` as :func:`_load` sets them."""
+    run.lease = RunLease(run.cp, run.rc.raw, run.key, run.rc.run_id)
+    with use_span(run.span):
+        run.prev = await run.lease.take(strategy, run.graph.state_class)
     run.state = run.prev.state if run.prev is not None else run.graph.new_state()
 
 

@@ -38,6 +38,11 @@ starts with ``thread_id`` so the tables can be distributed on it):
 * ``thread_leases`` and ``lease_waiters`` (version 5): the run lease of the multitask
   strategies (holder, fencing token, expiry on the server's clock) and the runs queued for it;
   see :mod:`tenxgraph.storage._lease_sql`. ``fillfactor`` 80: renewals stay HOT updates.
+* ``thread_leases.settled_version`` (version 6): the thread's version when its lease was last
+  released (by the holder's last checkpoint write or by a release), ``-1`` once a grant took
+  the lease over from a holder that had not released it. A run's first read takes the lease in
+  the same statement; when that acquisition had to wait for the previous holder's final write,
+  the read's snapshot predates that write, and this column tells the run to read again.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -190,6 +195,16 @@ CREATE TABLE {lease_waiters} (
 """,
         ),
         creates=("thread_leases", "lease_waiters"),
+    ),
+    # -- version 6 ------------------------------------------------------------------------------
+    Migration(
+        "thread_leases.settled_version: the version a released lease left, for the folded "
+        "acquisition",
+        (
+            """
+ALTER TABLE {thread_leases} ADD COLUMN settled_version bigint NOT NULL DEFAULT 0
+""",
+        ),
     ),
 )
 

@@ -220,6 +220,24 @@ class StoreTier(Protocol):
         :class:`tenxgraph.records.LeaseGrant`."""
         ...
 
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """The first read of a run that needs the lease: one acquisition attempt (as
+        :meth:`lease_acquire`) and, only when granted, the thread's latest version read
+        against ``known`` (as :meth:`read_since`; a layered store given ``None`` reads against
+        the copy its caches hold), as one operation (Postgres: one statement). The record
+        reflects every write committed before the grant. Returns ``(grant, record)``; the
+        record is ``None`` when refused or when the thread does not exist."""
+        ...
+
     async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
         """What an acquisition attempt would find, changing nothing and taking no lock (a
         waiting run's poll): ``expires_in_s`` ``0.0`` when free, ``ahead`` the live waiters

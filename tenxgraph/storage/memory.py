@@ -243,6 +243,13 @@ class MemoryStore:
     async def read_since(
         self, key: ThreadKey, known: StoredCheckpoint | None
     ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against the cached copy ``known`` (see
+        :meth:`_read_since`)."""
+        return await self._read_since(key, known)
+
+    async def _read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
         """The latest version of ``key``'s thread, read against the cached copy ``known``.
 
         Args:
@@ -506,6 +513,11 @@ class MemoryStore:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         await checkpoint()
+        return self._acquire(key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue)
+
+    def _acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
         with self._lock:
             t = self._mine_or_raise(key)
             grant = self._leases.acquire(
@@ -521,6 +533,29 @@ class MemoryStore:
         if grant is None:
             raise forbidden(key.thread_id)
         return grant
+
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """One attempt to take the thread's run lease and, when granted, the thread's latest
+        version read against ``known`` (see ``StoreTier.lease_read``). The read follows the
+        grant, so it sees every write committed before it.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        grant = self._acquire(key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue)
+        if grant.fence is None:
+            return grant, None
+        return grant, await self._read_since(key, known)
 
     async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
         """What an acquisition attempt would find, changing nothing."""

@@ -53,7 +53,7 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any, LiteralString, cast
 
 import psycopg
@@ -327,6 +327,7 @@ class PostgresStore:
         self._q_cas: LiteralString = q["CHECKPOINT_CAS"]
         self._q_create: LiteralString = q["CHECKPOINT_CREATE"]
         self._q_since: LiteralString = q["READ_SINCE"]
+        self._q_lease_read: LiteralString = q["LEASE_READ"]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -1117,42 +1118,13 @@ class PostgresStore:
                 {
                     "thread_id": key.thread_id,
                     "owner": key.user_id,
-                    "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
-                    "known_created_at": 0.0 if known is None else float(known.created_at),
-                    "delta_ok": known is not None and known.messages is not None,
+                    **_since_params(known),
                 },
             )
             if not rows:
                 sp.set_attribute(ATTR.HIT, False)
                 return None
-            v, values, flat, next_seq, status, created_at, base, messages = rows[0]
-            sp.set_attribute(ATTR.HIT, True)
-            sp.set_attribute(ATTR.VERSION, v)
-            if base < 0 and known is not None:
-                return known
-            ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
-            decoded = None
-            if base > 0 and known is not None and known.messages is not None:
-                messages = known.messages + messages
-                decoded = known.decoded
-            if len(messages) != ranges_len(ranges):
-                raise StorageError(
-                    f"version {v} of thread {key.thread_id!r} references message rows that "
-                    "do not exist; the database was modified outside tenxgraph",
-                    context={"thread_id": key.thread_id, "version": v},
-                )
-            return StoredCheckpoint(
-                thread_id=key.thread_id,
-                user_id=key.user_id,
-                version=v,
-                values=values,
-                ranges=ranges,
-                messages=messages,
-                next_seq=next_seq,
-                status=status,
-                created_at=created_at,
-                decoded=decoded,
-            )
+            return _since_record(key, known, rows[0], sp)
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number, or ``None`` when missing or owned by another user.
@@ -1332,6 +1304,66 @@ class PostgresStore:
             None if fence is not None or ahead is None else int(ahead),
         )
 
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """One attempt to take the thread's run lease and, when granted, the thread's latest
+        version read against ``known`` (see ``StoreTier.lease_read``): one statement
+        (``LEASE_READ``), one round trip.
+
+        The statement's read sees the snapshot taken when it started; when the acquisition had
+        to wait for the previous holder's last write (the lease row it locked), that write is
+        newer than the snapshot. The release recorded the version it left
+        (``settled_version``): when it is newer than the version read, or the grant took the
+        lease over from a holder that had not released it (``-1``), the thread is read again
+        (``READ_SINCE``, a second round trip on that rare path only).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread;
+                ``STORAGE_000`` when a version's message rows are missing.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        attrs = self._span_attrs("INSERT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            rows = await self._fetch(
+                self._q_lease_read,
+                {
+                    "thread_id": key.thread_id,
+                    "owner": key.user_id,
+                    "holder": holder,
+                    "ttl_s": float(ttl_s),
+                    "lapse_s": float(lapse_s),
+                    "queue": bool(queue),
+                    **_since_params(known),
+                },
+            )
+            fence, foreign, expires_in, ahead, settled = rows[0][:5]
+            if fence is None:
+                sp.set_attribute(ATTR.HIT, False)
+                if foreign:
+                    raise forbidden(key.thread_id)
+                return LeaseGrant(
+                    None,
+                    None if expires_in is None else float(expires_in),
+                    None if ahead is None else int(ahead),
+                ), None
+            grant = LeaseGrant(int(fence), None if expires_in is None else float(expires_in))
+            read = rows[0][5:]
+            rec = None if read[0] is None else _since_record(key, known, read, sp)
+            if rec is None:
+                sp.set_attribute(ATTR.HIT, False)
+        if settled < 0 or settled > (0 if rec is None else rec.version):
+            # Rare: the snapshot predates the previous holder's last write; read it now.
+            rec = await self.read_since(key, rec if rec is not None else known)
+        return grant, rec
+
     async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
         """What an acquisition attempt would find: one read-only statement, no row lock.
 
@@ -1504,6 +1536,53 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _since_params(known: StoredCheckpoint | None) -> dict[str, Any]:
+    """``READ_SINCE``'s parameters naming the caller's cached copy (typed, never NULL)."""
+    return {
+        "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
+        "known_created_at": 0.0 if known is None else float(known.created_at),
+        "delta_ok": known is not None and known.messages is not None,
+    }
+
+
+def _since_record(
+    key: ThreadKey, known: StoredCheckpoint | None, row: Sequence[Any], sp: Any
+) -> StoredCheckpoint:
+    """The record of one ``READ_SINCE`` answer row (``known`` itself when it is current).
+
+    Raises:
+        StorageError: ``STORAGE_000`` when the version's message rows are missing.
+    """
+    v, values, flat, next_seq, status, created_at, base, messages = row
+    sp.set_attribute(ATTR.HIT, True)
+    sp.set_attribute(ATTR.VERSION, v)
+    if base < 0 and known is not None:
+        return known
+    ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
+    decoded = None
+    if base > 0 and known is not None and known.messages is not None:
+        messages = known.messages + messages
+        decoded = known.decoded
+    if len(messages) != ranges_len(ranges):
+        raise StorageError(
+            f"version {v} of thread {key.thread_id!r} references message rows that "
+            "do not exist; the database was modified outside tenxgraph",
+            context={"thread_id": key.thread_id, "version": v},
+        )
+    return StoredCheckpoint(
+        thread_id=key.thread_id,
+        user_id=key.user_id,
+        version=v,
+        values=values,
+        ranges=ranges,
+        messages=messages,
+        next_seq=next_seq,
+        status=status,
+        created_at=created_at,
+        decoded=decoded,
+    )
 
 
 def _checked_pairs(

@@ -823,6 +823,82 @@ class SqliteStore:
             raise forbidden(key.thread_id)
         return grant
 
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """One attempt to take the thread's run lease and, when granted, the thread's latest
+        version (``known`` itself when it is still current; see ``StoreTier.lease_read``):
+        one ``BEGIN IMMEDIATE`` transaction, so the read sees every write committed before
+        the grant.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the file stayed locked.
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            grant, rec = await self._run(
+                self._lease_read_sync, key, known, holder, ttl_s, lapse_s, queue
+            )
+            sp.set_attribute(ATTR.HIT, rec is not None)
+            if rec is not None and sp.is_recording():
+                sp.set_attribute(ATTR.VERSION, rec.version)
+        return grant, rec
+
+    def _lease_read_sync(
+        self,
+        conn: sqlite3.Connection,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            row = conn.execute(q.THREAD_OWNER_VERSION, (key.thread_id,)).fetchone()
+            if row is not None and row[0] != key.user_id:
+                raise forbidden(key.thread_id)
+            grant = _lease_sqlite.acquire(
+                conn,
+                key.thread_id,
+                key.user_id,
+                holder,
+                now=time.time(),
+                ttl_s=ttl_s,
+                lapse_s=lapse_s,
+                queue=queue,
+                thread_exists=row is not None,
+            )
+            if grant is None:
+                raise forbidden(key.thread_id)
+            if grant.fence is None or row is None:
+                return grant, None
+            head = conn.execute(q.READ_CHECKPOINT, (key.thread_id, key.user_id, None)).fetchone()
+            if head is None:
+                return grant, None
+            ranges = _checked_ranges(key.thread_id, head)
+            if (
+                known is not None
+                and head[0] == known.version
+                and head[5] == known.created_at
+                and known.messages is not None
+            ):
+                return grant, known
+            rows = dict(
+                conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(ranges), key.thread_id))
+            )
+        rec = _record(key, (*head[:2], ranges, *head[3:]), None)
+        rec.messages = _messages(key.thread_id, ranges, rows)
+        return grant, rec
+
     async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
         """What an acquisition attempt would find, in a read transaction (no write lock)."""
         return await self._run(self._lease_peek_sync, key, holder, lapse_s)

@@ -2,7 +2,8 @@
 layered store, whose caches never take part): acquisition and its queue, fencing of checkpoint
 writes, the release folded into a write, renewal, owner scope (issue 15, docs/run-lease.md).
 
-Written against ``StoreTier.lease_*`` and ``CheckpointWrite.fence`` / ``release`` only, so it
+Written against ``StoreTier.lease_*`` (``lease_read`` included: the acquisition folded into the
+first read) and ``CheckpointWrite.fence`` / ``release`` only, so it
 keeps checking the rules when the lease statements are folded into the read and write
 statements."""
 
@@ -137,4 +138,42 @@ async def test_another_users_thread_is_forbidden(store: StoreTier) -> None:
     await store.write(checkpoint(0, fence=a.fence, release=True))
     with pytest.raises(StorageError) as info:
         await take(store, "run-x", key=ThreadKey(KEY.thread_id, "intruder"))
+    assert info.value.error_code == "STORAGE_FORBIDDEN_001"
+
+
+async def read_leased(store: StoreTier, holder: str, known=None, *, key: ThreadKey = KEY):
+    return await store.lease_read(key, known, holder, ttl_s=TTL, lapse_s=TTL, queue=True)
+
+
+async def test_the_folded_first_read_takes_the_lease_and_reads_only_when_granted(
+    store: StoreTier,
+) -> None:
+    a, rec = await read_leased(store, "run-a")
+    assert a.fence is not None and rec is None  # granted; no thread yet
+    await store.write(checkpoint(0, fence=a.fence))
+    b, rec_b = await read_leased(store, "run-b")
+    assert b.fence is None and rec_b is None and b.ahead == 0  # refused: nothing read
+    await store.write(checkpoint(1, fence=a.fence, release=True))
+    b, rec_b = await read_leased(store, "run-b")
+    assert b.fence is not None and b.fence > a.fence
+    assert rec_b is not None and rec_b.version == 2 and rec_b.messages == []
+    assert rec_b.status == "running" and rec_b.created_at == 1001.0
+    # the same lease as lease_acquire's: held by b now
+    assert (await take(store, "run-c", queue=False)).fence is None
+    await store.lease_release(KEY, "run-b", b.fence)
+    # read against a copy that is still current
+    c, rec_c = await read_leased(store, "run-c", rec_b)
+    assert c.fence is not None and rec_c is not None and rec_c.version == 2
+    with pytest.raises(StaleStateError):
+        await store.write(checkpoint(2, fence=b.fence))  # b's fence is stale
+    assert (await store.write(checkpoint(2, fence=c.fence))).version == 3
+
+
+async def test_the_folded_first_read_of_another_users_thread_is_forbidden(
+    store: StoreTier,
+) -> None:
+    a, _ = await read_leased(store, "run-a")
+    await store.write(checkpoint(0, fence=a.fence, release=True))
+    with pytest.raises(StorageError) as info:
+        await read_leased(store, "run-x", key=ThreadKey(KEY.thread_id, "intruder"))
     assert info.value.error_code == "STORAGE_FORBIDDEN_001"

@@ -335,13 +335,20 @@ def test_threads_taking_turns_through_the_sync_api_throw_no_node_away(tmp_path: 
 # -- cost ---------------------------------------------------------------------------------------
 @pytest.mark.anyio
 @only("memory", "sqlite", "postgres")
-async def test_a_run_with_a_lease_costs_one_acquisition_and_no_release_round_trip(
+async def test_a_run_with_a_lease_takes_it_in_its_first_read_and_releases_it_in_its_last_write(
     backend: Backend, tmp_path: Path
 ) -> None:
     cp = backend.new(multitask_strategy="enqueue", **TIMING)
     source = cp.store.source  # type: ignore[union-attr]
     calls: list[str] = []
-    for name in ("lease_acquire", "lease_renew", "lease_release"):
+    for name in (
+        "read",
+        "read_since",
+        "lease_acquire",
+        "lease_read",
+        "lease_renew",
+        "lease_release",
+    ):
         real = getattr(source, name)
 
         def spy(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
@@ -352,5 +359,6 @@ async def test_a_run_with_a_lease_costs_one_acquisition_and_no_release_round_tri
     app = chain(cp, tmp_path / "e.log", 3, 0.0)
     await app.ainvoke({"messages": [user("a")]}, {"thread_id": "t"})
     await app.ainvoke({"messages": [user("b")]}, {"thread_id": "t"})
-    # the release rode on each run's last checkpoint write; no renewal in a short run
-    assert calls == ["lease_acquire", "lease_acquire"]
+    # the acquisition rode on each run's first read, the release on its last checkpoint write;
+    # no renewal in a short run
+    assert calls == ["lease_read", "lease_read"]

@@ -278,7 +278,7 @@ def test_setup_from_several_processes_at_once(
         assert outcomes == ["ok"] * 4
         assert _rows(
             pg_dsn, f'SELECT version FROM "{schema}".tenxgraph_migrations ORDER BY version'
-        ) == [(1,), (2,), (3,), (4,), (5,)]
+        ) == [(1,), (2,), (3,), (4,), (5,), (6,)]
         tables = _rows(
             pg_dsn,
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s",

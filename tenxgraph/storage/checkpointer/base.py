@@ -501,27 +501,85 @@ class BaseCheckpointer(Generic[StateT]):
         attrs = {ATTR.THREAD_ID: key.thread_id} if enabled() else None
         with span(SPAN.CHECKPOINT_LOAD, attributes=attrs) as sp:
             rec = await self.store.read(key)
-            if rec is None:
-                config["_checkpoint_version"] = 0
-                self._remember(key, None)
-                return None
-            decoded_before = rec.decoded
-            loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
-            if loaded is None:
-                config["_checkpoint_version"] = 0
-                self._remember(key, None)
-                return None
-            sp.set_attribute(ATTR.VERSION, loaded.version)
-            if decoded_before is None or decoded_before[1] != loaded.view.length:
-                # Keep what was just decoded beside the copy in the in-process tier, so the
-                # next read of this version decodes nothing (a warm read stays flat in the
-                # thread's length).
-                attach = getattr(self.store, "attach_decoded", None)
-                if attach is not None:
-                    await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
+            return await self._loaded(config, key, rec, state_cls, sp)
+
+    async def _loaded(
+        self,
+        config: dict[str, Any],
+        key: ThreadKey,
+        rec: StoredCheckpoint | None,
+        state_cls: type[AgentState] | None,
+        sp: Any,
+    ) -> Loaded | None:
+        """Decode the record of a run's first read (``None``: no thread) and remember it; sets
+        ``config["_checkpoint_version"]``."""
+        assert self.store is not None
+        if rec is None:
+            config["_checkpoint_version"] = 0
+            self._remember(key, None)
+            return None
+        decoded_before = rec.decoded
+        loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
+        if loaded is None:
+            config["_checkpoint_version"] = 0
+            self._remember(key, None)
+            return None
+        sp.set_attribute(ATTR.VERSION, loaded.version)
+        if decoded_before is None or decoded_before[1] != loaded.view.length:
+            # Keep what was just decoded beside the copy in the in-process tier, so the
+            # next read of this version decodes nothing (a warm read stays flat in the
+            # thread's length).
+            attach = getattr(self.store, "attach_decoded", None)
+            if attach is not None:
+                await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
         config["_checkpoint_version"] = loaded.version
         self._remember(key, loaded)
         return loaded
+
+    async def aload_leased(
+        self,
+        config: dict[str, Any],
+        holder: str,
+        *,
+        queue: bool,
+        state_cls: type[AgentState] | None = None,
+    ) -> tuple[LeaseGrant, Loaded | None]:
+        """One attempt to take the config's thread's run lease for ``holder`` (as
+        :meth:`alease_acquire`) folded into the run's first read (as :meth:`aload`): on
+        Postgres one statement, so taking the lease costs no round trip of its own.
+
+        Args:
+            config: a validated run config (``thread_id``, ``user_id``).
+            holder: the run id.
+            queue: keep the caller's place in the queue when refused.
+            state_cls: the class to validate stored values against (default: the
+                checkpointer's ``state_class``).
+
+        Returns:
+            ``(grant, loaded)``: ``loaded`` is the thread's latest version read under the
+            granted lease (``None`` for a thread that does not exist yet, and when refused:
+            then nothing was read). Sets ``config["_checkpoint_version"]`` when granted.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._ensure_setup()
+        key = self.key_for(config)
+        store = self._tier("aload_leased")
+        attrs = {ATTR.THREAD_ID: key.thread_id} if enabled() else None
+        with span(SPAN.CHECKPOINT_LOAD, attributes=attrs) as sp:
+            grant, rec = await store.lease_read(
+                key,
+                None,
+                holder,
+                ttl_s=self.lease_ttl_s,
+                lapse_s=self.lease_ttl_s,
+                queue=queue,
+            )
+            if grant.fence is None:
+                return grant, None
+            return grant, await self._loaded(config, key, rec, state_cls, sp)
 
     async def _custom_load(
         self, config: dict[str, Any], key: ThreadKey, state_cls: type[AgentState] | None
