@@ -41,6 +41,8 @@ from _concurrency import (  # noqa: E402
     run_processes,
 )
 from _contenders import FLOOR_PAYLOAD_BYTES, Contender  # noqa: E402
+from _lease import fresh_thread_cost, shared_thread_rows  # noqa: E402
+from _lease import render as render_lease  # noqa: E402
 from _load import SIZES as LOAD_SIZES  # noqa: E402
 from _load import TURNS, thread_load, turns_report  # noqa: E402
 from _measure import (  # noqa: E402
@@ -230,10 +232,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 results["concurrency"] = section(
                     "concurrency", lambda: _concurrency(S, db, pg_stores, q)
                 )
-            # 5. Replay of the bundled trajectories.
+            # 5. Run lease: one thread, N processes, per multitask strategy.
+            if not args.skip_lease:
+                results["lease"] = section("lease", lambda: _lease_section(db, q))
+            # 6. Replay of the bundled trajectories.
             if not args.skip_replay:
                 results["replay"] = section("replay", lambda: _replays(S, db, q, args.replay_limit))
-            # 6. Loading a thread: warm / cold from Redis / cold from Postgres.
+            # 7. Loading a thread: warm / cold from Redis / cold from Postgres.
             if not args.skip_load:
                 sizes = LOAD_SIZES[:3] if q else LOAD_SIZES
                 results["load"] = section(
@@ -242,7 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         db.dsn, redis_url, redis_prefix + "load:", sizes, 3 if q else 7
                     ),
                 )
-            # 7. LangGraph's delta-storage report shape, turn by turn.
+            # 8. LangGraph's delta-storage report shape, turn by turn.
             if not args.skip_turns:
                 turns = (10, 50, 100) if q else TURNS
                 results["turns"] = section(
@@ -419,6 +424,21 @@ def _concurrency(S: Setup, db: BenchDatabase, pg_stores: list[str], q: int) -> d
             finally:
                 floor.close()
     return {"duration_s": duration, "processes": rows, "in_process": inproc}
+
+
+def _lease_section(db: BenchDatabase, q: int) -> dict[str, Any]:
+    """Shared-thread rows per multitask strategy (1, 2, 4, 8 processes; nodes of 0 and 20 ms)
+    and the fresh-thread cost of the lease (``benchmarks/_lease.py``)."""
+    duration = 1.5 if q else 2.5
+    log("lease: fresh-thread cost with and without the lease ...")
+    fresh = fresh_thread_cost(db.dsn, runs=20 if q else 40, rounds=3 if q else 7)
+    out: dict[str, Any] = {"duration_s": duration, "fresh": fresh, "shared": {}}
+    for node_s in (0.0, 0.02):
+        log(f"lease: shared thread, nodes of {node_s * 1e3:.0f} ms ...")
+        out["shared"][node_s] = shared_thread_rows(
+            db.dsn, duration_s=duration, node_s=node_s, repeats=1 if q else 2, log=log
+        )
+    return out
 
 
 def _replays(S: Setup, db: BenchDatabase, q: int, limit: int | None) -> list[Any]:
@@ -750,6 +770,15 @@ def render(res: dict[str, Any]) -> str:
                 rows,
             )
         )
+        add("")
+
+    lease = res.get("lease")
+    if lease:
+        for node_s, rows in lease["shared"].items():
+            lines = render_lease(rows, lease["fresh"] if node_s == 0.0 else None)
+            lines[0] = lines[0].rstrip() + f" (nodes of {node_s * 1e3:.0f} ms)\n"
+            for line in lines:
+                add(line)
         add("")
 
     rep = res.get("replay")
@@ -1089,6 +1118,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--skip-wire", action="store_true")
     ap.add_argument("--skip-concurrency", action="store_true")
+    ap.add_argument("--skip-lease", action="store_true")
     ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--skip-load", action="store_true", help="skip the thread-load section")
     ap.add_argument("--skip-turns", action="store_true", help="skip the turn-by-turn section")

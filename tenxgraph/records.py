@@ -14,7 +14,8 @@ storage module to name a record; a storage tier never imports the runtime). It h
 * :class:`DurableView` and :class:`Loaded`: a decoded version as the runtime holds it between
   steps;
 * :class:`LedgerEntry` (one recorded tool execution) and :class:`ThreadInfo` (a thread as
-  listed for its owner).
+  listed for its owner);
+* :class:`LeaseGrant`: what a store answers about a thread's run lease.
 
 Records carry *encoded* data (``bytes`` from :mod:`tenxgraph.storage.serde`) where they cross a
 tier, so a tier never needs to know the application's state class.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointWrite",
     "DurableView",
+    "LeaseGrant",
     "LedgerEntry",
     "Loaded",
     "Range",
@@ -156,6 +158,12 @@ class CheckpointWrite:
             again at 1 when a thread is deleted and created anew, so a version number alone
             does not identify a checkpoint: a cache tier applies ``new_messages`` on top of
             its copy of ``expected_version`` only when that copy's ``created_at`` is this one.
+        fence: the run lease's fencing token this write carries (``None``: a write outside a
+            lease, checked by the compare-and-swap alone; the SQL statements send it as ``-1``).
+            A fenced write succeeds only while ``fence`` is the thread's current fence (no
+            other run took the lease since), in the same atomic step as the compare-and-swap.
+        release: give the lease of ``fence`` up in the same atomic step when the write
+            succeeds (the run's last checkpoint).
     """
 
     thread_id: str
@@ -170,6 +178,8 @@ class CheckpointWrite:
     created_at: float
     token: str = ""
     base_created_at: float | None = None
+    fence: int | None = None
+    release: bool = False
 
     def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
         """The :class:`StoredCheckpoint` this write creates once it succeeds."""
@@ -291,3 +301,31 @@ class Loaded:
     version: int
     view: DurableView
     created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    """The answer of one attempt to take a thread's run lease.
+
+    The lease itself (DESIGN section 3, "One run per thread at a time") is kept by the source of
+    truth: a row per thread with the current ``holder`` (a run id, ``""`` when released), a
+    ``fence`` (incremented by every acquisition, checked by every fenced checkpoint write) and
+    ``expires_at`` (UNIX seconds on the store's clock: Postgres's for Postgres, this machine's
+    for SQLite and memory). Runs waiting for it (``enqueue``, ``interrupt``, ``rollback`` and
+    resumes) register as waiters, ordered by arrival, and keep their registration alive by
+    retrying; a waiter not seen for ``lapse_s`` seconds no longer holds its place.
+
+    Attributes:
+        fence: the fencing token granted to the caller, or ``None`` when the lease is held by
+            another run (or an earlier waiter goes first).
+        expires_in_s: when granted, seconds until the caller's lease lapses unless renewed;
+            when refused, seconds until the current holder's lease lapses unless renewed
+            (``0.0`` when it already lapsed and only the queue holds the caller back; ``None``
+            when the store could not tell).
+        ahead: when refused, the number of live waiters queued before the caller (``0``: the
+            caller is next, so it retries sooner); ``None`` when granted or unknown.
+    """
+
+    fence: int | None
+    expires_in_s: float | None
+    ahead: int | None = None

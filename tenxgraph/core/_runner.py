@@ -51,6 +51,7 @@ from tenxgraph.utils.constants import END, START, ResponseGranularity
 from tenxgraph.utils.interrupts import GraphInterrupt
 
 from ._input_validation import validate_input
+from ._lease import RunLease, rollback_target, strategy_of
 from ._publish import publish_event
 from ._run_metrics import node_finished
 from .graph.node import call_with_params
@@ -430,6 +431,11 @@ class _Run:
         self.failed_hook: str | None = None
         #: whether the error state of this run was checkpointed already
         self.error_saved = False
+        #: the thread's run lease while this run holds it (docs/how-to/run-lease.md)
+        self.lease: RunLease | None = None
+        #: whether a checkpoint with a final status (not ``running``) ends this run, so that
+        #: its write may release the lease (false while finishing an earlier run first)
+        self.may_release = True
 
     async def commit(self, state: AgentState) -> None:
         # a raising on_checkpoint is not asked again for the error checkpoint it caused
@@ -437,8 +443,25 @@ class _Run:
             state = await self.hooks.checkpoint(
                 self, state, None if self.prev is None else self.prev.state
             )
+        # -- run lease: every write carries the fence; the run's last one releases the lease
+        lease = self.lease
+        fence = None if lease is None else lease.fence
+        release = (
+            fence is not None
+            and self.may_release
+            and state.execution_meta.status != ExecutionStatus.RUNNING
+        )
+        if lease is not None:
+            await lease.renew_now()
         with use_span(self.span):
-            self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+            if fence is None:  # no lease: the call as it always was
+                self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+            else:
+                self.prev = await self.cp.acommit(
+                    self.rc.raw, state, self.prev, fence=fence, release=release
+                )
+        if release and lease is not None:
+            lease.released_by_write()
         self.state = self.prev.state
         self.dirty = False
 
@@ -621,6 +644,9 @@ async def run_graph(
             status=str(status) if status is not None else None,
         )
     finally:
+        # -- run lease: released here when the run's last write did not release it
+        if run.lease is not None:
+            await run.lease.release()
         run_span.end()
 
 
@@ -654,14 +680,50 @@ async def _run_body(
     graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
     if input_msgs and graph.callback_manager is not None:
         await validate_input(run.ctx, graph, input_msgs)  # before anything is read or written
-    with use_span(run_span):
-        run.prev = await run.cp.aload(rc.raw, state_cls)
-    if run.prev is not None:
-        run.state = run.prev.state
-    else:
-        run.state = graph.new_state()
-    meta = run.state.execution_meta
     has_new_input = bool(input_msgs or field_updates)
+    # -- run lease: with a multitask strategy (or an answer to a pause, which always takes
+    # it), the first read takes the lease in the same round trip
+    strategy = strategy_of(rc.raw, run.cp)
+    if strategy is not None or (has_resume and run.cp.store is not None):
+        await _take_lease(run, "resume" if strategy is None else strategy)
+    else:
+        await _load(run)
+    assert run.state is not None
+    meta = run.state.execution_meta
+    # -- run lease: a resume takes the lease whatever the strategy (and reads again once held)
+    if (
+        run.lease is None
+        and run.cp.store is not None
+        and _resumes(graph, meta, has_new_input, has_resume)
+    ):
+        await _take_lease(run, "resume")
+        meta = run.state.execution_meta
+    # -- run lease: interrupt / rollback settle the run they stopped
+    skip_unfinished = False
+    if run.lease is not None and run.lease.stop_requested:
+        target = None
+        if strategy == "rollback":
+            target = await rollback_target(run.cp, rc.raw, run.state, state_cls, graph.new_state)
+        if target is not None:
+            # A new version holding the state from before the stopped run (its own versions
+            # stay in history), marked finished so that nothing of the stopped run resumes.
+            restored = _with_meta(
+                target.model_copy(update={"execution_meta": meta}),
+                status=ExecutionStatus.COMPLETED,
+                current_node=END,
+                interrupt_node=None,
+                interrupt_reason=None,
+                interrupt_data=None,
+                error=None,
+                internal_data={},
+            )
+            run.may_release = False  # this write does not end the run
+            await run.commit(restored)
+            run.may_release = True
+            assert run.state is not None
+            meta = run.state.execution_meta
+        elif meta.status == ExecutionStatus.STOPPED:
+            skip_unfinished = True
 
     # 0. Idempotent turns: an input made of messages that a run of this thread already consumed
     # (by message_id) is a client's retry; it gets that run's result, the graph does not run
@@ -718,6 +780,7 @@ async def _run_body(
         resume_from is not None
         and resume_from not in (END, START)
         and resume_from in graph.node_objects
+        and not skip_unfinished
     ):
         run_span.add_event(EVENT.RESUME, {ATTR.NODE: resume_from})
         replay = meta.status == ExecutionStatus.RUNNING
@@ -755,6 +818,8 @@ async def _run_body(
             yield _chunk(run, StreamEvent.MESSAGE, message=m)
         if run.hooks is not None:
             await _hook_start(run)
+        # A new input follows the finished earlier run: its last write does not end this run.
+        run.may_release = not has_new_input or reply_to_pause
         async for ch in _steps(run, resume_from, replay=replay, skip_interrupt_before=skip_before):
             yield ch
         if retry and _earlier_turn(run.state.context, input_msgs) is not None:
@@ -796,9 +861,42 @@ async def _run_body(
         yield _chunk(run, StreamEvent.MESSAGE, message=m)
     if run.hooks is not None:
         await _hook_start(run)
+    run.may_release = True
     async for ch in _steps(run, entry, replay=False, skip_interrupt_before=False):
         yield ch
     yield RunResult(_result(run, granularity, input_msgs), run.state)
+
+
+async def _load(run: _Run) -> None:
+    """The run's first read (again after waiting for the lease): ``run.prev`` and
+    ``run.state`` (a new thread's initial state when nothing is stored)."""
+    with use_span(run.span):
+        run.prev = await run.cp.aload(run.rc.raw, run.graph.state_class)
+    run.state = run.prev.state if run.prev is not None else run.graph.new_state()
+
+
+async def _take_lease(run: _Run, strategy: str) -> None:
+    """Take the thread's run lease as ``strategy`` says, reading the thread in the same
+    round trip: ``run.lease``, ``run.prev`` and ``run.state`` as :func:`_load` sets them."""
+    run.lease = RunLease(run.cp, run.rc.raw, run.key, run.rc.run_id)
+    with use_span(run.span):
+        run.prev = await run.lease.take(strategy, run.graph.state_class)
+    run.state = run.prev.state if run.prev is not None else run.graph.new_state()
+
+
+def _resumes(graph: CompiledGraph[Any], meta: Any, has_new_input: bool, has_resume: bool) -> bool:
+    """Whether this run goes on with the thread's unfinished run (step 2 of ``_run_body``):
+    an ``interrupt()`` answer, or a cut-off, stopped, paused or failed run to complete."""
+    status = meta.status
+    if status == ExecutionStatus.INTERRUPTED:
+        node = meta.current_node if has_resume else None
+    elif status in UNFINISHED and status != ExecutionStatus.ERROR:
+        node = meta.current_node
+    elif status == ExecutionStatus.ERROR and not has_new_input:
+        node = meta.current_node
+    else:
+        node = None
+    return node is not None and node not in (END, START) and node in graph.node_objects
 
 
 def _take_in_place_appends(ctx: Any, before: int) -> list[Message]:

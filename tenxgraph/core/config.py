@@ -20,7 +20,41 @@ from typing import Any
 
 from .exceptions import ConfigError
 
-__all__ = ["KNOWN_KEYS", "RunConfig", "normalize_config"]
+__all__ = [
+    "KNOWN_KEYS",
+    "MULTITASK_STRATEGIES",
+    "RunConfig",
+    "check_lease_timing",
+    "check_strategy",
+    "normalize_config",
+]
+
+#: The values of ``config["multitask_strategy"]`` (and of a checkpointer's
+#: ``multitask_strategy``) besides ``None``; the names of LangGraph's server (docs/run-lease.md).
+MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+
+def check_strategy(value: Any, where: str) -> str | None:
+    """Validate a multitask strategy.
+
+    Args:
+        value: ``None`` or one of :data:`MULTITASK_STRATEGIES`.
+        where: how the caller names the setting, for the message (``"config['multitask_strategy']"``).
+
+    Returns:
+        The value.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` for any other value.
+    """
+    if value is None or (isinstance(value, str) and value in MULTITASK_STRATEGIES):
+        return value
+    raise ConfigError(
+        f"{where} must be None or one of {', '.join(map(repr, MULTITASK_STRATEGIES))}, got "
+        f"{value!r}",
+        context={"key": "multitask_strategy"},
+    )
+
 
 #: Keys the runtime reads, with their defaults (``...``: no default / set by the runtime).
 KNOWN_KEYS: dict[str, Any] = {
@@ -31,6 +65,7 @@ KNOWN_KEYS: dict[str, Any] = {
     "recursion_limit": 25,
     "node_timeout": 900.0,
     "tool_timeout": 300.0,
+    "multitask_strategy": None,
     "_checkpoint_version": ...,
     "_run_id_auto": ...,
     "timestamp": ...,
@@ -80,6 +115,8 @@ class RunConfig:
         durable (bool): ``durable_checkpoint_every_step``.
         recursion_limit (int): node executions allowed per run.
         node_timeout, tool_timeout (float | None): seconds; ``None`` disables.
+        multitask_strategy (str | None): ``config["multitask_strategy"]`` (``None`` when
+            absent: the checkpointer's default applies).
     """
 
     __slots__ = (
@@ -91,6 +128,7 @@ class RunConfig:
         "recursion_limit",
         "node_timeout",
         "tool_timeout",
+        "multitask_strategy",
     )
 
     def __init__(self, raw: dict[str, Any]) -> None:
@@ -102,6 +140,7 @@ class RunConfig:
         self.recursion_limit: int = raw.get("recursion_limit", 25)
         self.node_timeout: float | None = raw.get("node_timeout", 900.0)
         self.tool_timeout: float | None = raw.get("tool_timeout", 300.0)
+        self.multitask_strategy: str | None = raw.get("multitask_strategy")
 
 
 def _check_text(key: str, value: str) -> None:
@@ -178,6 +217,47 @@ def _lift_configurable(config: dict[str, Any]) -> None:
 _ID_KEYS = frozenset({"thread_id", "user_id", "run_id"})
 
 
+def check_lease_timing(
+    lease_ttl_s: Any, lease_renew_s: Any, enqueue_timeout_s: Any
+) -> tuple[float, float, float | None]:
+    """Validate a checkpointer's run-lease timing (docs/run-lease.md).
+
+    Args:
+        lease_ttl_s: seconds a lease lasts after its last renewal (a crashed holder's lease
+            lapses that long after its last renewal); positive.
+        lease_renew_s: seconds between two renewals by the holder; positive and below
+            ``lease_ttl_s`` (a renewal must land before the lease lapses).
+        enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
+            ``ThreadBusyError``; positive, or ``None`` to wait as long as it takes.
+
+    Returns:
+        The three values as floats (``None`` kept).
+
+    Raises:
+        ConfigError: ``CONFIG_001`` for a non-number, a non-positive value, or a renewal
+            interval not below the lease time.
+    """
+
+    def number(name: str, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v == float("inf"):
+            raise ConfigError(
+                f"{name} must be a positive, finite number of seconds, got {v!r}",
+                context={"key": name},
+            )
+        return float(v)
+
+    ttl = number("lease_ttl_s", lease_ttl_s)
+    renew = number("lease_renew_s", lease_renew_s)
+    if renew >= ttl:
+        raise ConfigError(
+            f"lease_renew_s ({renew}) must be below lease_ttl_s ({ttl}): the holder renews its "
+            "lease before it lapses",
+            context={"key": "lease_renew_s"},
+        )
+    timeout = None if enqueue_timeout_s is None else number("enqueue_timeout_s", enqueue_timeout_s)
+    return ttl, renew, timeout
+
+
 def _check_timeout_value(config: dict[str, Any], key: str) -> None:
     """Timeouts: a positive number of seconds; ``None`` or a non-positive number disables the
     deadline (10xGraph's graph reference); anything else is refused."""
@@ -208,7 +288,7 @@ def normalize_config(
             non-string or over-long ``thread_id`` (max 255 characters), an empty ``user_id``,
             a ``thread_id`` or ``user_id`` holding NUL or a lone surrogate,
             a non-positive ``recursion_limit``, a non-numeric timeout, a non-bool
-            ``durable_checkpoint_every_step``; a ``configurable`` sub-dict (LangGraph's shape)
+            ``durable_checkpoint_every_step``, an unknown ``multitask_strategy``; a ``configurable`` sub-dict (LangGraph's shape)
             that is not a dict, repeats a key with another value, or sets ``checkpoint_id``.
 
     A timeout of ``None`` or ``<= 0`` disables that deadline (stored back as ``None``).
@@ -304,4 +384,5 @@ def normalize_config(
         )
     _check_timeout_value(config, "node_timeout")
     _check_timeout_value(config, "tool_timeout")
+    check_strategy(config.get("multitask_strategy"), "config['multitask_strategy']")
     return RunConfig(config)

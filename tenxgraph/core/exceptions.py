@@ -38,6 +38,7 @@ __all__ = [
     "StorageError",
     "SyncInEventLoopError",
     "TenxGraphError",
+    "ThreadBusyError",
     "ToolTimeoutError",
     "TransientStorageError",
     "UnsupportedArgumentError",
@@ -83,6 +84,10 @@ ERROR_CODES: dict[str, str] = {
     "STORAGE_NOT_FOUND_000": "the requested thread, version or record does not exist",
     "STORAGE_FORBIDDEN_001": "the thread belongs to another user",
     "STORAGE_LEDGER_001": "a tool result could not be recorded in the idempotency ledger",
+    "STORAGE_BUSY_001": (
+        "another run holds the thread's lease (multitask_strategy 'reject'), or a queued run "
+        "waited longer than its timeout for it"
+    ),
     "METRICS_000": "a metric could not be emitted (logged, never raised by the runtime)",
 }
 
@@ -326,6 +331,22 @@ class StaleStateError(StorageError):
     default_code = "STORAGE_CONFLICT_000"
 
 
+class ThreadBusyError(StaleStateError):
+    """Another run holds the thread's run lease (``STORAGE_BUSY_001``).
+
+    Raised before any node of this run ran and before anything was written: with
+    ``multitask_strategy="reject"`` at once, with ``"enqueue"`` (and for a resume) when the wait
+    for the lease exceeded its timeout. A ``StaleStateError`` subclass, so a retry loop written
+    for the compare-and-swap (10xGraph's durability guide) handles it unchanged. ``context``:
+    ``thread_id``, ``expected_version`` (the version this run read, ``None`` when it read
+    nothing yet), ``current_version`` (the same: the busy thread has not moved for this run),
+    ``lease_expires_in_s`` (seconds until the holder's lease lapses unless renewed; ``None``
+    when unknown), ``strategy`` and, after a wait, ``waited_s``.
+    """
+
+    default_code = "STORAGE_BUSY_001"
+
+
 class TransientStorageError(StorageError):
     """A retryable storage failure (``STORAGE_TRANSIENT_001``): connection lost, server
     restarting, pool timeout, serialization failure or deadlock (SQLSTATE classes 08, 40, 53, 57).
@@ -471,4 +492,21 @@ def stale(thread_id: str, expected: int, current: int | None) -> StaleStateError
         f"thread {thread_id!r} is at version {current}, this run expected {expected}; "
         "another run wrote first. Call again: the next read sees the winner's state",
         context={"thread_id": thread_id, "expected_version": expected, "current_version": current},
+    )
+
+
+def fence_lost(thread_id: str, expected: int, fence: int) -> StaleStateError:
+    """Build the :class:`StaleStateError` of a checkpoint write whose run lease was taken over
+    (its fencing token is no longer the thread's): refused exactly like a lost
+    compare-and-swap, with ``context["fence"]`` added."""
+    return StaleStateError(
+        f"thread {thread_id!r}: this run's lease lapsed and another run took the thread over "
+        f"(fence {fence} is stale), so this checkpoint (version {expected + 1}) was refused. "
+        "Call again: the next run waits for the thread and reads the winner's state",
+        context={
+            "thread_id": thread_id,
+            "expected_version": expected,
+            "current_version": expected,
+            "fence": fence,
+        },
     )

@@ -35,6 +35,14 @@ starts with ``thread_id`` so the tables can be distributed on it):
   ``double precision``): the newest stop request of that user for that thread. A row may exist
   before the thread's first checkpoint (a run's first node can be stopped); a run honours only
   a request made after it started. Supersedes ``threads.stop_requested``, no longer read.
+* ``thread_leases`` and ``lease_waiters`` (version 5): the run lease of the multitask
+  strategies (holder, fencing token, expiry on the server's clock) and the runs queued for it;
+  see :mod:`tenxgraph.storage._lease_sql`. ``fillfactor`` 80: renewals stay HOT updates.
+* ``thread_leases.settled_version`` (version 6): the thread's version when its lease was last
+  released (by the holder's last checkpoint write or by a release), ``-1`` once a grant took
+  the lease over from a holder that had not released it. A run's first read takes the lease in
+  the same statement; when that acquisition had to wait for the previous holder's final write,
+  the read's snapshot predates that write, and this column tells the run to read again.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -163,6 +171,41 @@ CREATE TABLE {stop_requests} (
         ),
         creates=("stop_requests",),
     ),
+    # -- version 5 ------------------------------------------------------------------------------
+    Migration(
+        "thread_leases and lease_waiters: the run lease of the multitask strategies",
+        (
+            """
+CREATE TABLE {thread_leases} (
+    thread_id text PRIMARY KEY,
+    owner text NOT NULL,
+    holder text NOT NULL,
+    fence bigint NOT NULL,
+    expires_at double precision NOT NULL
+) {thread_leases_layout}
+""",
+            """
+CREATE TABLE {lease_waiters} (
+    thread_id text NOT NULL,
+    waiter text NOT NULL,
+    arrived_at double precision NOT NULL,
+    seen_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, waiter)
+) {lease_waiters_layout}
+""",
+        ),
+        creates=("thread_leases", "lease_waiters"),
+    ),
+    # -- version 6 ------------------------------------------------------------------------------
+    Migration(
+        "thread_leases.settled_version: the version a released lease left, for the folded "
+        "acquisition",
+        (
+            """
+ALTER TABLE {thread_leases} ADD COLUMN settled_version bigint NOT NULL DEFAULT 0
+""",
+        ),
+    ),
 )
 
 #: The schema version this code writes and understands.
@@ -176,6 +219,8 @@ PLAIN_STORAGE: dict[str, LiteralString] = {
     "messages": "",
     "tool_executions": "",
     "stop_requests": "",
+    "thread_leases": "WITH (fillfactor = 80)",
+    "lease_waiters": "",
 }
 
 #: The largest partition count :func:`render_step` accepts.

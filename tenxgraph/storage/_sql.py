@@ -32,6 +32,8 @@ from typing import LiteralString
 
 from psycopg import sql
 
+from tenxgraph.storage import _lease_sql
+
 __all__ = [
     "ALL_STATEMENTS",
     "BACKEND_PID",
@@ -46,6 +48,11 @@ __all__ = [
     "GET_STOP",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
+    "LEASE_ACQUIRE",
+    "LEASE_PEEK",
+    "LEASE_READ",
+    "LEASE_RELEASE",
+    "LEASE_RENEW",
     "LEDGER_COUNT",
     "LEDGER_GET",
     "LEDGER_PUT",
@@ -54,6 +61,7 @@ __all__ = [
     "MIGRATION_LOCK",
     "MIGRATION_RECORD",
     "MIGRATION_VERSION",
+    "NO_FENCE",
     "NO_VERSION",
     "PARTITION_BY_THREAD",
     "READ_CHECKPOINT",
@@ -76,6 +84,8 @@ __all__ = [
 
 #: "no version" in a typed int8 parameter that would otherwise be NULL (versions start at 1).
 NO_VERSION = -1
+#: The ``fence`` parameter of a checkpoint write made outside a run lease (fences start at 1).
+NO_FENCE = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +118,13 @@ WITH cas AS (
     UPDATE {threads}
        SET version = version + 1, status = %(status)b, updated_at = %(created_at)b
      WHERE thread_id = %(thread_id)b AND owner = %(owner)b AND version = %(expected)b
+       AND """
+    + _lease_sql.FENCE_CONDITION
+    + """
  RETURNING version
-), new_checkpoint AS (
+), """
+    + _lease_sql.RELEASE_CTE
+    + """, new_checkpoint AS (
     INSERT INTO {checkpoints}
            (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
     SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
@@ -158,10 +173,15 @@ CHECKPOINT_CREATE = Statement(
     """
 WITH cas AS (
     INSERT INTO {threads} (thread_id, owner, version, status, created_at, updated_at)
-    VALUES (%(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b)
+    SELECT %(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b
+     WHERE """
+    + _lease_sql.FENCE_CONDITION
+    + """
     ON CONFLICT (thread_id) DO NOTHING
  RETURNING version
-), new_checkpoint AS (
+), """
+    + _lease_sql.RELEASE_CTE
+    + """, new_checkpoint AS (
     INSERT INTO {checkpoints}
            (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
     SELECT %(thread_id)b, cas.version, %(values)b, %(ranges)b::int8[], %(min_seq)b,
@@ -221,17 +241,13 @@ SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at,
 """,
 )
 
-READ_SINCE = Statement(
-    "READ_SINCE",
-    "the first read of a run: the latest version of an owned thread, answered against the copy "
-    "a cache holds (version v): only the version when the copy is current, the checkpoint row "
-    "and the message rows the copy lacks when the thread only appended since v, the full "
-    "message list otherwise",
-    "SELECT",
-    """
-WITH t AS (
+#: ``READ_SINCE`` in pieces, so that ``LEASE_READ`` can gate its read on the lease: the ``t``
+#: CTE (the thread's version), the ``c`` and ``k`` CTEs (its checkpoint row and how it compares
+#: with the caller's copy), and the select list over ``c`` and ``k``.
+_SINCE_T: LiteralString = """t AS (
     SELECT version FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
-), c AS (
+)"""
+_SINCE_CK: LiteralString = """c AS (
     SELECT c.version, c."values", c.ranges, c.next_seq, c.status, c.created_at
       FROM t JOIN {checkpoints} AS c ON c.thread_id = %(thread_id)b AND c.version = t.version
 ), k AS (
@@ -248,8 +264,8 @@ WITH t AS (
       LEFT JOIN {checkpoints} AS o
         ON o.thread_id = %(thread_id)b AND o.version = %(known_version)b::int8
        AND o.created_at = %(known_created_at)b::float8
-)
-SELECT c.version, CASE WHEN k.base < 0 THEN NULL ELSE c."values" END, c.ranges, c.next_seq,
+)"""
+_SINCE_COLUMNS: LiteralString = """c.version, CASE WHEN k.base < 0 THEN NULL ELSE c."values" END, c.ranges, c.next_seq,
        c.status, c.created_at, k.base,
        CASE WHEN k.base < 0 THEN NULL ELSE
        ARRAY(SELECT m.data
@@ -260,9 +276,16 @@ SELECT c.version, CASE WHEN k.base < 0 THEN NULL ELSE c."values" END, c.ranges, 
                                   ELSE c.ranges[2 * p.i - 1] END
                 AND m.seq < c.ranges[2 * p.i]
               ORDER BY p.i, m.seq)
-       END
-  FROM c, k
-""",
+       END"""
+
+READ_SINCE = Statement(
+    "READ_SINCE",
+    "the first read of a run: the latest version of an owned thread, answered against the copy "
+    "a cache holds (version v): only the version when the copy is current, the checkpoint row "
+    "and the message rows the copy lacks when the thread only appended since v, the full "
+    "message list otherwise",
+    "SELECT",
+    "\nWITH " + _SINCE_T + ", " + _SINCE_CK + "\nSELECT " + _SINCE_COLUMNS + "\n  FROM c, k\n",
 )
 # Notes on READ_SINCE (the statement a run's first read sends when a cache holds a copy):
 # * the cached copy is named by its version and creation time, so a version number reused after
@@ -274,6 +297,37 @@ SELECT c.version, CASE WHEN k.base < 0 THEN NULL ELSE c."values" END, c.ranges, 
 #   pruned, or its ranges changed otherwise, or ``delta_ok`` is false: the copy has no blobs);
 # * message rows are immutable (a seq is never reused while the thread exists), so a copy whose
 #   version row is still kept has exactly the messages of its ranges.
+
+LEASE_READ = Statement(
+    "LEASE_READ",
+    "the first read of a run that needs the thread's run lease: one acquisition attempt "
+    "(granted fence, forbidden, expiry, waiters ahead, the version the last release left) and, "
+    "only when granted, READ_SINCE's answer: one round trip for both",
+    "INSERT",
+    "\nWITH "
+    + _lease_sql.ACQUIRE_CTES
+    + """, lease (fence, forbidden, expires_in_s, ahead, settled_version) AS (
+    SELECT """
+    + _lease_sql.ACQUIRE_COLUMNS
+    + """,
+           (SELECT settled_version FROM took)
+      FROM clock
+), t AS (
+    SELECT version FROM {threads}
+     WHERE thread_id = %(thread_id)b AND owner = %(owner)b AND EXISTS (SELECT 1 FROM took)
+), """
+    + _SINCE_CK
+    + "\nSELECT lease.*, "
+    + _SINCE_COLUMNS
+    + "\n  FROM lease LEFT JOIN (c CROSS JOIN k) ON true\n",
+)
+# Notes on LEASE_READ:
+# * the answer is always one row: the five lease columns, then READ_SINCE's eight (all NULL when
+#   the lease was refused, or granted on a thread that does not exist yet);
+# * the read CTEs see the statement's snapshot, taken before ``took`` may wait for the previous
+#   holder's last write (its row lock on ``thread_leases``): the fifth column
+#   (``settled_version``, set by that write's release) tells the caller to read again when it
+#   is newer than the version read, or -1 (the grant took over a lapsed holder).
 
 READ_CHECKPOINT_META = Statement(
     "READ_CHECKPOINT_META",
@@ -440,6 +494,39 @@ SELECT s.requested_at FROM {stop_requests} AS s
 """,
 )
 
+# -- run leases (templates in tenxgraph.storage._lease_sql) ------------------------------------
+
+LEASE_ACQUIRE = Statement(
+    "LEASE_ACQUIRE",
+    "one attempt to take a thread's run lease (or keep the caller's place in its queue); say "
+    "the granted fence, whether another user owns the thread, and when the holder's lease "
+    "lapses",
+    "INSERT",
+    _lease_sql.ACQUIRE,
+)
+
+LEASE_PEEK = Statement(
+    "LEASE_PEEK",
+    "a queued run's read-only poll: when a thread's run lease lapses and how many live waiters "
+    "are ahead of the caller",
+    "SELECT",
+    _lease_sql.PEEK,
+)
+
+LEASE_RENEW = Statement(
+    "LEASE_RENEW",
+    "extend the holder's run lease (no row: another run took it)",
+    "UPDATE",
+    _lease_sql.RENEW,
+)
+
+LEASE_RELEASE = Statement(
+    "LEASE_RELEASE",
+    "give a run lease up and leave the thread's queue",
+    "UPDATE",
+    _lease_sql.RELEASE,
+)
+
 # -- tool ledger --------------------------------------------------------------------------------
 
 LEDGER_PUT = Statement(
@@ -604,6 +691,7 @@ ALL_STATEMENTS: dict[str, Statement] = {
         READ_CHECKPOINT,
         READ_CHECKPOINT_META,
         READ_SINCE,
+        LEASE_READ,
         CURRENT_VERSION,
         HISTORY_CHECKPOINTS,
         HISTORY_MESSAGES,
@@ -614,6 +702,10 @@ ALL_STATEMENTS: dict[str, Statement] = {
         SET_STOP,
         CLEAR_STOP,
         GET_STOP,
+        LEASE_ACQUIRE,
+        LEASE_PEEK,
+        LEASE_RENEW,
+        LEASE_RELEASE,
         LEDGER_PUT,
         LEDGER_GET,
         LEDGER_COUNT,
@@ -636,6 +728,7 @@ _TABLES = {
     "messages": "messages",
     "tool_executions": "tool_executions",
     "stop_requests": "stop_requests",
+    **_lease_sql.TABLES,
     "migrations": "migrations",
 }
 _INDEXES = {"threads_owner_idx": "threads_owner_idx"}

@@ -16,6 +16,16 @@ each step runs in the same transaction as its ``schema_version`` row. Never edit
 from __future__ import annotations
 
 __all__ = [
+    "LEASE_GET",
+    "LEASE_PUT",
+    "LEASE_WAITERS",
+    "LEASE_WAITERS_CLEAR",
+    "LEASE_WAITER_PUT",
+    "LEASE_WAITER_DELETE",
+    "LEASE_RENEW",
+    "LEASE_RELEASE",
+    "LEASE_FENCE",
+    "LEASE_RELEASE_BY_FENCE",
     "BEGIN_READ",
     "BEGIN_WRITE",
     "CLEAR_STOP",
@@ -150,10 +160,53 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " expires_at REAL,"  # UNIX seconds; NULL: never
         " PRIMARY KEY (namespace, key))",
     ),
+    # 6: run leases (multitask strategies, docs/run-lease.md): the holder of each thread's
+    # lease with its fencing token and expiry, and the runs queued for it in arrival order.
+    (
+        "CREATE TABLE thread_leases ("
+        " thread_id TEXT PRIMARY KEY,"
+        " owner TEXT NOT NULL,"
+        " holder TEXT NOT NULL,"  # run id; '' when released
+        " fence INTEGER NOT NULL,"  # incremented by every acquisition
+        " expires_at REAL NOT NULL)",  # UNIX seconds
+        "CREATE TABLE lease_waiters ("
+        " thread_id TEXT NOT NULL,"
+        " waiter TEXT NOT NULL,"  # run id
+        " arrived_at REAL NOT NULL,"
+        " seen_at REAL NOT NULL,"
+        " PRIMARY KEY (thread_id, waiter))",
+    ),
 )
 
 #: The schema version this code writes and understands.
 LATEST_SCHEMA_VERSION = len(MIGRATIONS)
+
+# -- run leases (tenxgraph.storage._lease_sqlite) -------------------------------------------------
+LEASE_GET = "SELECT owner, holder, fence, expires_at FROM thread_leases WHERE thread_id = ?"
+LEASE_PUT = (
+    "INSERT INTO thread_leases (thread_id, owner, holder, fence, expires_at)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner,"
+    " holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at"
+)
+LEASE_WAITERS = "SELECT waiter, arrived_at, seen_at FROM lease_waiters WHERE thread_id = ?"
+LEASE_WAITERS_CLEAR = "DELETE FROM lease_waiters WHERE thread_id = ?"
+LEASE_WAITER_PUT = (
+    "INSERT INTO lease_waiters (thread_id, waiter, arrived_at, seen_at) VALUES (?, ?, ?, ?)"
+)
+LEASE_WAITER_DELETE = "DELETE FROM lease_waiters WHERE thread_id = ? AND waiter = ?"
+LEASE_RENEW = (
+    "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND holder = ? AND fence = ?"
+)
+LEASE_RELEASE = (
+    "UPDATE thread_leases SET holder = '', expires_at = 0"
+    " WHERE thread_id = ? AND holder = ? AND fence = ?"
+)
+#: Fencing check of a checkpoint write, inside its BEGIN IMMEDIATE transaction.
+LEASE_FENCE = "SELECT fence FROM thread_leases WHERE thread_id = ?"
+#: The release folded into a run's last checkpoint write (same transaction).
+LEASE_RELEASE_BY_FENCE = (
+    "UPDATE thread_leases SET holder = '', expires_at = 0 WHERE thread_id = ? AND fence = ?"
+)
 
 # -- checkpoint write (one BEGIN IMMEDIATE transaction) -------------------------------------------
 #: Create a thread at version 1 (expected version 0); no row changed = it already exists.

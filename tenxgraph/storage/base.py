@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     StoredCheckpoint,
     ThreadInfo,
@@ -208,6 +209,48 @@ class StoreTier(Protocol):
         made at ``at`` (UNIX seconds, default now); the newest request time is kept. Works
         before the thread's first checkpoint; any instance may call. Raises forbidden when
         another user owns the thread."""
+        ...
+
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease for ``holder`` (a run id): granted when
+        nobody holds it (or the holder's lease lapsed) and no earlier live waiter is queued;
+        ``queue`` registers (or keeps alive) the caller's place when refused. See
+        :class:`tenxgraph.records.LeaseGrant`."""
+        ...
+
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """The first read of a run that needs the lease: one acquisition attempt (as
+        :meth:`lease_acquire`) and, only when granted, the thread's latest version read
+        against ``known`` (as :meth:`read_since`; a layered store given ``None`` reads against
+        the copy its caches hold), as one operation (Postgres: one statement). The record
+        reflects every write committed before the grant. Returns ``(grant, record)``; the
+        record is ``None`` when refused or when the thread does not exist."""
+        ...
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find, changing nothing and taking no lock (a
+        waiting run's poll): ``expires_in_s`` ``0.0`` when free, ``ahead`` the live waiters
+        queued before ``holder``."""
+        ...
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once another run
+        took the lease."""
+        ...
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue."""
         ...
 
     async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:

@@ -47,6 +47,7 @@ from opentelemetry import trace
 from tenxgraph.core.exceptions import StorageError
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     StoredCheckpoint,
     ThreadInfo,
@@ -197,19 +198,7 @@ class LayeredStore:
         if version is not None or not self.caches:
             return await self.source.read(key, version, with_messages=with_messages)
         self._stats["reads"] += 1
-        known: StoredCheckpoint | None = None
-        at = len(self.caches)
-        decoded_only: StoredCheckpoint | None = None
-        for i, cache in enumerate(self.caches):
-            rec = await self._cache_get(cache, key)
-            if rec is None:
-                continue
-            if rec.messages is None and with_messages:
-                if rec.decoded is not None and decoded_only is None:
-                    decoded_only = rec  # usable if the source returns the same checkpoint
-                continue
-            known, at = rec, i
-            break
+        known, at, decoded_only = await self._cached_copy(key, with_messages)
         if known is None:
             self._stats["source_reads"] += 1
             if with_messages and self._since is not None:
@@ -234,12 +223,84 @@ class LayeredStore:
                 await self._invalidate_all(key, "deleted")
                 return None
             at = len(self.caches)
+        return await self._from_source(rec, at, decoded_only)
+
+    async def _cached_copy(
+        self, key: ThreadKey, with_messages: bool
+    ) -> tuple[StoredCheckpoint | None, int, StoredCheckpoint | None]:
+        """The first usable cached copy of ``key`` (``None``: none), the index of its tier
+        (``len(caches)`` without one), and a copy carrying only decoded objects (usable if the
+        source returns the same checkpoint)."""
+        at = len(self.caches)
+        decoded_only: StoredCheckpoint | None = None
+        for i, cache in enumerate(self.caches):
+            rec = await self._cache_get(cache, key)
+            if rec is None:
+                continue
+            if rec.messages is None and with_messages:
+                if rec.decoded is not None and decoded_only is None:
+                    decoded_only = rec
+                continue
+            return rec, i, decoded_only
+        return None, at, decoded_only
+
+    async def _from_source(
+        self, rec: StoredCheckpoint | None, at: int, decoded_only: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """A record the source returned: take the decoded objects of ``decoded_only`` when it
+        is the same checkpoint, and fill the cache tiers above ``at`` with it."""
         if rec is not None and rec.messages is not None:
             if decoded_only is not None and rec.decoded is None:
                 if _same_checkpoint(rec, decoded_only):
                     rec.decoded = decoded_only.decoded
             await self._fill(self.caches[:at], rec)
         return rec
+
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """The first read of a run that needs the lease (see :meth:`StoreTier.lease_read
+        <tenxgraph.storage.base.StoreTier.lease_read>`): one acquisition attempt and, when
+        granted, the latest version, in one operation of the source, read against ``known``
+        or, when ``None``, the copy the caches hold (confirmed, extended or replaced by the
+        source exactly as :meth:`read` does; also without ``validate``: the source has to be
+        asked for the lease anyway).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable source failure.
+        """
+        at = len(self.caches)
+        decoded_only: StoredCheckpoint | None = None
+        if known is None and self.caches:
+            self._stats["reads"] += 1
+            known, at, decoded_only = await self._cached_copy(key, True)
+        grant, rec = await self.source.lease_read(
+            key, known, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue
+        )
+        if grant.fence is None:
+            return grant, None
+        if known is None:
+            self._stats["source_reads"] += 1
+        else:
+            self._stats["validations"] += 1
+            if rec is known:
+                self._stats["cache_hits"] += 1
+                await self._fill(self.caches[:at], known)
+                return grant, known
+            self._stats["stale"] += 1
+            if rec is None:
+                await self._invalidate_all(key, "deleted")
+                return grant, None
+            at = len(self.caches)
+        return grant, await self._from_source(rec, at, decoded_only)
 
     async def _read_since(
         self, key: ThreadKey, known: StoredCheckpoint | None
@@ -403,6 +464,31 @@ class LayeredStore:
     async def ledger_count(self, key: ThreadKey) -> int:
         """Number of ledger rows of the thread, from the source."""
         return await self.source.ledger_count(key)
+
+    # ------------------------------------------------------------------ run lease (the source's)
+
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease: the source's (caches never hold a
+        lease; see :meth:`StoreTier.lease_acquire
+        <tenxgraph.storage.base.StoreTier.lease_acquire>`)."""
+        return await self.source.lease_acquire(
+            key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue
+        )
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """The source's answer to a waiting run's poll (changes nothing)."""
+        return await self.source.lease_peek(key, holder, lapse_s=lapse_s)
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease at the source; ``False`` once another run took it."""
+        return await self.source.lease_renew(key, holder, fence, ttl_s)
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up at the source and withdraw ``holder`` from the
+        queue."""
+        await self.source.lease_release(key, holder, fence)
 
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
         """Record or withdraw the caller's timed stop request in the source."""

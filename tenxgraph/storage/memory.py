@@ -43,11 +43,13 @@ from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
     StorageError,
+    fence_lost,
     forbidden,
     stale,
 )
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     Range,
     StoredCheckpoint,
@@ -57,6 +59,7 @@ from tenxgraph.records import (
     tail_seqs,
 )
 from tenxgraph.storage import serde
+from tenxgraph.storage._lease_memory import LeaseTable
 from tenxgraph.storage.base import threads_from_rows
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
@@ -170,6 +173,8 @@ class MemoryStore:
         self._threads: dict[str, _Thread] = {}
         #: thread id -> owner -> time (UNIX seconds) of that user's newest stop request
         self._stops: dict[str, dict[str, float]] = {}
+        #: the run leases (docs/run-lease.md), under the same lock as the threads
+        self._leases = LeaseTable()
 
     def __repr__(self) -> str:
         return f"MemoryStore(threads={len(self._threads)})"
@@ -236,6 +241,13 @@ class MemoryStore:
             return rec
 
     async def read_since(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The latest version of ``key``'s thread, read against the cached copy ``known`` (see
+        :meth:`_read_since`)."""
+        return await self._read_since(key, known)
+
+    async def _read_since(
         self, key: ThreadKey, known: StoredCheckpoint | None
     ) -> StoredCheckpoint | None:
         """The latest version of ``key``'s thread, read against the cached copy ``known``.
@@ -334,6 +346,9 @@ class MemoryStore:
             raise forbidden(w.thread_id)
         elif t.latest != w.expected_version:
             raise stale(w.thread_id, w.expected_version, t.latest)
+        if w.fence is not None and not self._leases.fence_ok(w.thread_id, w.fence):
+            # Another run took the lease since this one did: refused like a lost CAS.
+            raise fence_lost(w.thread_id, w.expected_version, w.fence)
         # Validate every row before touching anything (all or nothing).
         rows = t.rows if t is not None else {}
         seqs = {seq for seq, _ in w.new_messages}
@@ -362,6 +377,8 @@ class MemoryStore:
         t.status = w.status
         t.updated_at = w.created_at
         t.prune(w.history_limit)
+        if w.release and w.fence is not None:
+            self._leases.release_by_fence(w.thread_id, w.fence)
 
     async def history(
         self, key: ThreadKey, *, limit: int | None = None, before: int | None = None
@@ -485,6 +502,78 @@ class MemoryStore:
         with self._lock:
             t = self._mine_or_raise(key)
             return 0 if t is None else len(t.ledger)
+
+    # -- run leases ------------------------------------------------------------------------------
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease (see ``StoreTier.lease_acquire``).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        return self._acquire(key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue)
+
+    def _acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        with self._lock:
+            t = self._mine_or_raise(key)
+            grant = self._leases.acquire(
+                key.thread_id,
+                key.user_id,
+                holder,
+                now=time.time(),
+                ttl_s=ttl_s,
+                lapse_s=lapse_s,
+                queue=queue,
+                thread_exists=t is not None,
+            )
+        if grant is None:
+            raise forbidden(key.thread_id)
+        return grant
+
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """One attempt to take the thread's run lease and, when granted, the thread's latest
+        version read against ``known`` (see ``StoreTier.lease_read``). The read follows the
+        grant, so it sees every write committed before it.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        grant = self._acquire(key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue)
+        if grant.fence is None:
+            return grant, None
+        return grant, await self._read_since(key, known)
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find, changing nothing."""
+        await checkpoint()
+        with self._lock:
+            return self._leases.peek(key.thread_id, holder, now=time.time(), lapse_s=lapse_s)
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once lost."""
+        await checkpoint()
+        with self._lock:
+            return self._leases.renew(key.thread_id, holder, fence, now=time.time(), ttl_s=ttl_s)
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue."""
+        await checkpoint()
+        with self._lock:
+            self._leases.release(key.thread_id, holder, fence)
 
     # -- stop flags ------------------------------------------------------------------------------
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:

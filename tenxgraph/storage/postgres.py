@@ -53,7 +53,7 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any, LiteralString, cast
 
 import psycopg
@@ -75,12 +75,14 @@ from tenxgraph.core.exceptions import (
     StorageConnectionError,
     StorageError,
     TransientStorageError,
+    fence_lost,
     forbidden,
     redact,
     stale,
 )
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     Range,
     StoredCheckpoint,
@@ -325,6 +327,7 @@ class PostgresStore:
         self._q_cas: LiteralString = q["CHECKPOINT_CAS"]
         self._q_create: LiteralString = q["CHECKPOINT_CREATE"]
         self._q_since: LiteralString = q["READ_SINCE"]
+        self._q_lease_read: LiteralString = q["LEASE_READ"]
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -889,6 +892,8 @@ class PostgresStore:
             "created_at": float(w.created_at),
             "seqs": [Int8(s) for s, _ in msgs],
             "datas": datas,
+            "fence": Int8(_sql.NO_FENCE if w.fence is None else w.fence),
+            "release": w.release and w.fence is not None,
         }
         if expected == 0:
             query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
@@ -1026,6 +1031,9 @@ class PostgresStore:
         if owned is False:
             return forbidden(w.thread_id)
         add_conflict_event(sp, w.thread_id, w.expected_version, current)
+        if w.fence is not None and (current or 0) == w.expected_version:
+            # The version did not move: the fence condition refused the write.
+            return fence_lost(w.thread_id, w.expected_version, w.fence)
         return stale(w.thread_id, w.expected_version, current)
 
     async def read(
@@ -1110,42 +1118,13 @@ class PostgresStore:
                 {
                     "thread_id": key.thread_id,
                     "owner": key.user_id,
-                    "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
-                    "known_created_at": 0.0 if known is None else float(known.created_at),
-                    "delta_ok": known is not None and known.messages is not None,
+                    **_since_params(known),
                 },
             )
             if not rows:
                 sp.set_attribute(ATTR.HIT, False)
                 return None
-            v, values, flat, next_seq, status, created_at, base, messages = rows[0]
-            sp.set_attribute(ATTR.HIT, True)
-            sp.set_attribute(ATTR.VERSION, v)
-            if base < 0 and known is not None:
-                return known
-            ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
-            decoded = None
-            if base > 0 and known is not None and known.messages is not None:
-                messages = known.messages + messages
-                decoded = known.decoded
-            if len(messages) != ranges_len(ranges):
-                raise StorageError(
-                    f"version {v} of thread {key.thread_id!r} references message rows that "
-                    "do not exist; the database was modified outside tenxgraph",
-                    context={"thread_id": key.thread_id, "version": v},
-                )
-            return StoredCheckpoint(
-                thread_id=key.thread_id,
-                user_id=key.user_id,
-                version=v,
-                values=values,
-                ranges=ranges,
-                messages=messages,
-                next_seq=next_seq,
-                status=status,
-                created_at=created_at,
-                decoded=decoded,
-            )
+            return _since_record(key, known, rows[0], sp)
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number, or ``None`` when missing or owned by another user.
@@ -1294,6 +1273,143 @@ class PostgresStore:
             context={"thread_id": key.thread_id},
         )
 
+    # -- run leases (SQL in tenxgraph.storage._lease_sql) ----------------------------------------
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease (see ``StoreTier.lease_acquire``): one
+        statement, one round trip; expiry on the server's clock.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_ACQUIRE"],
+            {
+                "thread_id": key.thread_id,
+                "owner": key.user_id,
+                "holder": holder,
+                "ttl_s": float(ttl_s),
+                "lapse_s": float(lapse_s),
+                "queue": bool(queue),
+            },
+        )
+        fence, foreign, expires_in, ahead = rows[0]
+        if fence is None and foreign:
+            raise forbidden(key.thread_id)
+        return LeaseGrant(
+            None if fence is None else int(fence),
+            None if expires_in is None else float(expires_in),
+            None if fence is not None or ahead is None else int(ahead),
+        )
+
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """One attempt to take the thread's run lease and, when granted, the thread's latest
+        version read against ``known`` (see ``StoreTier.lease_read``): one statement
+        (``LEASE_READ``), one round trip.
+
+        The statement's read sees the snapshot taken when it started; when the acquisition had
+        to wait for the previous holder's last write (the lease row it locked), that write is
+        newer than the snapshot. The release recorded the version it left
+        (``settled_version``): when it is newer than the version read, or the grant took the
+        lease over from a holder that had not released it (``-1``), the thread is read again
+        (``READ_SINCE``, a second round trip on that rare path only).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread;
+                ``STORAGE_000`` when a version's message rows are missing.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        attrs = self._span_attrs("INSERT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            rows = await self._fetch(
+                self._q_lease_read,
+                {
+                    "thread_id": key.thread_id,
+                    "owner": key.user_id,
+                    "holder": holder,
+                    "ttl_s": float(ttl_s),
+                    "lapse_s": float(lapse_s),
+                    "queue": bool(queue),
+                    **_since_params(known),
+                },
+            )
+            fence, foreign, expires_in, ahead, settled = rows[0][:5]
+            if fence is None:
+                sp.set_attribute(ATTR.HIT, False)
+                if foreign:
+                    raise forbidden(key.thread_id)
+                return LeaseGrant(
+                    None,
+                    None if expires_in is None else float(expires_in),
+                    None if ahead is None else int(ahead),
+                ), None
+            grant = LeaseGrant(int(fence), None if expires_in is None else float(expires_in))
+            read = rows[0][5:]
+            rec = None if read[0] is None else _since_record(key, known, read, sp)
+            if rec is None:
+                sp.set_attribute(ATTR.HIT, False)
+        if settled < 0 or settled > (0 if rec is None else rec.version):
+            # Rare: the snapshot predates the previous holder's last write; read it now.
+            rec = await self.read_since(key, rec if rec is not None else known)
+        return grant, rec
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find: one read-only statement, no row lock.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_PEEK"],
+            {"thread_id": key.thread_id, "holder": holder, "lapse_s": float(lapse_s)},
+        )
+        expires_in, ahead = rows[0]
+        return LeaseGrant(None, float(expires_in), int(ahead))
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now (server clock); ``False``
+        once another run took it.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["LEASE_RENEW"],
+            {
+                "thread_id": key.thread_id,
+                "holder": holder,
+                "fence": Int8(fence),
+                "ttl_s": float(ttl_s),
+            },
+        )
+        return bool(rows)
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._fetch(
+            self._q["LEASE_RELEASE"],
+            {
+                "thread_id": key.thread_id,
+                "holder": holder,
+                "fence": Int8(_sql.NO_FENCE if fence is None else fence),
+            },
+        )
+
     # -- stop flags ------------------------------------------------------------------------------
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:
         """Record (``requested``) or withdraw the caller's stop request for the thread.
@@ -1420,6 +1536,53 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _since_params(known: StoredCheckpoint | None) -> dict[str, Any]:
+    """``READ_SINCE``'s parameters naming the caller's cached copy (typed, never NULL)."""
+    return {
+        "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
+        "known_created_at": 0.0 if known is None else float(known.created_at),
+        "delta_ok": known is not None and known.messages is not None,
+    }
+
+
+def _since_record(
+    key: ThreadKey, known: StoredCheckpoint | None, row: Sequence[Any], sp: Any
+) -> StoredCheckpoint:
+    """The record of one ``READ_SINCE`` answer row (``known`` itself when it is current).
+
+    Raises:
+        StorageError: ``STORAGE_000`` when the version's message rows are missing.
+    """
+    v, values, flat, next_seq, status, created_at, base, messages = row
+    sp.set_attribute(ATTR.HIT, True)
+    sp.set_attribute(ATTR.VERSION, v)
+    if base < 0 and known is not None:
+        return known
+    ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
+    decoded = None
+    if base > 0 and known is not None and known.messages is not None:
+        messages = known.messages + messages
+        decoded = known.decoded
+    if len(messages) != ranges_len(ranges):
+        raise StorageError(
+            f"version {v} of thread {key.thread_id!r} references message rows that "
+            "do not exist; the database was modified outside tenxgraph",
+            context={"thread_id": key.thread_id, "version": v},
+        )
+    return StoredCheckpoint(
+        thread_id=key.thread_id,
+        user_id=key.user_id,
+        version=v,
+        values=values,
+        ranges=ranges,
+        messages=messages,
+        next_seq=next_seq,
+        status=status,
+        created_at=created_at,
+        decoded=decoded,
+    )
 
 
 def _checked_pairs(

@@ -45,20 +45,22 @@ from tenxgraph.core.exceptions import (
     SerializationError,
     StorageError,
     TransientStorageError,
+    fence_lost,
     forbidden,
     redact,
     stale,
 )
 from tenxgraph.records import (
     CheckpointWrite,
+    LeaseGrant,
     LedgerEntry,
     Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
 )
+from tenxgraph.storage import _lease_sqlite, serde
 from tenxgraph.storage import _sqlite_sql as q
-from tenxgraph.storage import serde
 from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
@@ -519,6 +521,12 @@ class SqliteStore:
                 if row is not None and row[0] != w.user_id:
                     raise forbidden(w.thread_id)
                 raise stale(w.thread_id, w.expected_version, None if row is None else row[1])
+            if w.fence is not None and not _lease_sqlite.fence_ok(conn, w.thread_id, w.fence):
+                # Another run took the lease since this one did: refused like a lost CAS (the
+                # transaction rolls back, so nothing of ``w`` is stored).
+                raise fence_lost(w.thread_id, w.expected_version, w.fence)
+            if w.release and w.fence is not None:
+                _lease_sqlite.release_by_fence(conn, w.thread_id, w.fence)
             conn.execute(
                 q.INSERT_CHECKPOINT,
                 (
@@ -773,6 +781,155 @@ class SqliteStore:
         if not row[0]:
             raise forbidden(key.thread_id)
         return int(row[1])
+
+    # -- run leases ------------------------------------------------------------------------------
+    async def lease_acquire(
+        self, key: ThreadKey, holder: str, *, ttl_s: float, lapse_s: float, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the thread's run lease (see ``StoreTier.lease_acquire``), in
+        one ``BEGIN IMMEDIATE`` transaction.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the file stayed locked.
+        """
+        return await self._run(self._lease_acquire_sync, key, holder, ttl_s, lapse_s, queue)
+
+    def _lease_acquire_sync(
+        self,
+        conn: sqlite3.Connection,
+        key: ThreadKey,
+        holder: str,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> LeaseGrant:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            row = conn.execute(q.THREAD_OWNER_VERSION, (key.thread_id,)).fetchone()
+            if row is not None and row[0] != key.user_id:
+                raise forbidden(key.thread_id)
+            grant = _lease_sqlite.acquire(
+                conn,
+                key.thread_id,
+                key.user_id,
+                holder,
+                now=time.time(),
+                ttl_s=ttl_s,
+                lapse_s=lapse_s,
+                queue=queue,
+                thread_exists=row is not None,
+            )
+        if grant is None:
+            raise forbidden(key.thread_id)
+        return grant
+
+    async def lease_read(
+        self,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        *,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        """One attempt to take the thread's run lease and, when granted, the thread's latest
+        version (``known`` itself when it is still current; see ``StoreTier.lease_read``):
+        one ``BEGIN IMMEDIATE`` transaction, so the read sees every write committed before
+        the grant.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the file stayed locked.
+        """
+        attrs = self._span_attrs("SELECT", key.thread_id)
+        with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
+            grant, rec = await self._run(
+                self._lease_read_sync, key, known, holder, ttl_s, lapse_s, queue
+            )
+            sp.set_attribute(ATTR.HIT, rec is not None)
+            if rec is not None and sp.is_recording():
+                sp.set_attribute(ATTR.VERSION, rec.version)
+        return grant, rec
+
+    def _lease_read_sync(
+        self,
+        conn: sqlite3.Connection,
+        key: ThreadKey,
+        known: StoredCheckpoint | None,
+        holder: str,
+        ttl_s: float,
+        lapse_s: float,
+        queue: bool,
+    ) -> tuple[LeaseGrant, StoredCheckpoint | None]:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            row = conn.execute(q.THREAD_OWNER_VERSION, (key.thread_id,)).fetchone()
+            if row is not None and row[0] != key.user_id:
+                raise forbidden(key.thread_id)
+            grant = _lease_sqlite.acquire(
+                conn,
+                key.thread_id,
+                key.user_id,
+                holder,
+                now=time.time(),
+                ttl_s=ttl_s,
+                lapse_s=lapse_s,
+                queue=queue,
+                thread_exists=row is not None,
+            )
+            if grant is None:
+                raise forbidden(key.thread_id)
+            if grant.fence is None or row is None:
+                return grant, None
+            head = conn.execute(q.READ_CHECKPOINT, (key.thread_id, key.user_id, None)).fetchone()
+            if head is None:
+                return grant, None
+            ranges = _checked_ranges(key.thread_id, head)
+            if (
+                known is not None
+                and head[0] == known.version
+                and head[5] == known.created_at
+                and known.messages is not None
+            ):
+                return grant, known
+            rows = dict(
+                conn.execute(q.MESSAGES_IN_RANGES, (_ranges_to_json(ranges), key.thread_id))
+            )
+        rec = _record(key, (*head[:2], ranges, *head[3:]), None)
+        rec.messages = _messages(key.thread_id, ranges, rows)
+        return grant, rec
+
+    async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
+        """What an acquisition attempt would find, in a read transaction (no write lock)."""
+        return await self._run(self._lease_peek_sync, key, holder, lapse_s)
+
+    def _lease_peek_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, holder: str, lapse_s: float
+    ) -> LeaseGrant:
+        with self._transaction(conn, q.BEGIN_READ):
+            return _lease_sqlite.peek(conn, key.thread_id, holder, now=time.time(), lapse_s=lapse_s)
+
+    async def lease_renew(self, key: ThreadKey, holder: str, fence: int, ttl_s: float) -> bool:
+        """Extend the holder's lease by ``ttl_s`` seconds from now; ``False`` once lost."""
+        return await self._run(self._lease_renew_sync, key, holder, fence, ttl_s)
+
+    def _lease_renew_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, holder: str, fence: int, ttl_s: float
+    ) -> bool:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            return _lease_sqlite.renew(
+                conn, key.thread_id, holder, fence, now=time.time(), ttl_s=ttl_s
+            )
+
+    async def lease_release(self, key: ThreadKey, holder: str, fence: int | None) -> None:
+        """Give the lease of ``fence`` up and withdraw ``holder`` from the queue."""
+        await self._run(self._lease_release_sync, key, holder, fence)
+
+    def _lease_release_sync(
+        self, conn: sqlite3.Connection, key: ThreadKey, holder: str, fence: int | None
+    ) -> None:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            _lease_sqlite.release(conn, key.thread_id, holder, fence)
 
     # -- stop flags ------------------------------------------------------------------------------
     async def set_stop(self, key: ThreadKey, requested: bool, at: float | None = None) -> None:

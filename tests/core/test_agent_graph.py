@@ -323,11 +323,11 @@ async def test_replay_after_checkpoint_lost_is_all_hits(stores: Stores, spans: A
     original = cp.acommit
     failed = {"done": False}
 
-    async def acommit(config: dict, state: AgentState, prev: Any) -> Any:
+    async def acommit(config: dict, state: AgentState, prev: Any, **lease: Any) -> Any:
         if not failed["done"] and state.context and state.context[-1].role == "tool":
             failed["done"] = True
             raise RuntimeError("killed before the checkpoint")
-        return await original(config, state, prev)
+        return await original(config, state, prev, **lease)
 
     cp.acommit = acommit  # type: ignore[method-assign]
     model = calling_model(("charge", {"amount": 5}))

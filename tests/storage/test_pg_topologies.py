@@ -23,7 +23,15 @@ from tenxgraph.storage.postgres import PostgresStore, _drive
 pytestmark = [pytest.mark.postgres, pytest.mark.anyio]
 
 PARTITIONS = 4
-THREAD_TABLES = ("threads", "checkpoints", "messages", "tool_executions", "stop_requests")
+THREAD_TABLES = (
+    "threads",
+    "checkpoints",
+    "messages",
+    "tool_executions",
+    "stop_requests",
+    "thread_leases",
+    "lease_waiters",
+)
 
 #: Statements that are not about one thread (listing, setup, catalog probes).
 NOT_PER_THREAD = {
@@ -70,6 +78,14 @@ SAMPLE: dict[str, Any] = {
     "known_version": 1,
     "known_created_at": 1.0,
     "delta_ok": True,
+    # the run lease (tenxgraph.storage._lease_sql): a fence is given so that the fenced branch
+    # of the checkpoint writes is planned too
+    "fence": 1,
+    "release": True,
+    "holder": "run-1",
+    "ttl_s": 5.0,
+    "lapse_s": 5.0,
+    "queue": True,
 }
 
 

@@ -252,7 +252,7 @@ async def test_setup_twice_creates_version_3_schema(pg_dsn: str, pg_schema: str)
     rows = sql_rows(
         pg_dsn, f'SELECT version, summary FROM "{pg_schema}".app_tx_migrations ORDER BY 1'
     )
-    assert [r[0] for r in rows] == [1, 2, 3, 4] == list(range(1, CURRENT_VERSION + 1))
+    assert [r[0] for r in rows] == [1, 2, 3, 4, 5, 6] == list(range(1, CURRENT_VERSION + 1))
     assert [r[1] for r in rows] == [m.summary for m in MIGRATIONS]
     tables = {
         r[0]
@@ -266,6 +266,8 @@ async def test_setup_twice_creates_version_3_schema(pg_dsn: str, pg_schema: str)
         "app_tx_messages",
         "app_tx_tool_executions",
         "app_tx_stop_requests",
+        "app_tx_thread_leases",
+        "app_tx_lease_waiters",
         "app_tx_migrations",
     }
     types = dict(

@@ -70,7 +70,7 @@ async def append_n(store: SqliteStore, n: int, limit: int | None = None, start: 
 
 
 # -- schema ---------------------------------------------------------------------------------------
-async def test_schema_has_versions_1_to_5_and_the_documented_tables(
+async def test_schema_has_versions_1_to_6_and_the_documented_tables(
     store: SqliteStore, db: str
 ) -> None:
     with raw(db) as c:
@@ -80,6 +80,7 @@ async def test_schema_has_versions_1_to_5_and_the_documented_tables(
             3,
             4,
             5,
+            6,
         ]
         cols = {
             t: [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
@@ -90,6 +91,8 @@ async def test_schema_has_versions_1_to_5_and_the_documented_tables(
                 "tool_executions",
                 "stop_requests",
                 "cache_values",
+                "thread_leases",
+                "lease_waiters",
             )
         }
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -106,7 +109,9 @@ async def test_schema_has_versions_1_to_5_and_the_documented_tables(
     ]  # fmt: skip
     assert cols["stop_requests"] == ["thread_id", "owner", "requested_at"]
     assert cols["cache_values"] == ["namespace", "key", "value", "expires_at"]
-    assert q.LATEST_SCHEMA_VERSION == 5
+    assert cols["thread_leases"] == ["thread_id", "owner", "holder", "fence", "expires_at"]
+    assert cols["lease_waiters"] == ["thread_id", "waiter", "arrived_at", "seen_at"]
+    assert q.LATEST_SCHEMA_VERSION == 6
 
 
 async def test_setup_is_idempotent_across_stores(db: str) -> None:
@@ -119,7 +124,7 @@ async def test_setup_is_idempotent_across_stores(db: str) -> None:
     for st in stores:
         await st.aclose()
     with raw(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 5
+        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 6
 
 
 async def test_a_newer_schema_is_refused(db: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Generic, Self, TypeVar, get_args
 import orjson
 
 from tenxgraph.core._portal import run_sync
-from tenxgraph.core.config import normalize_config
+from tenxgraph.core.config import check_lease_timing, check_strategy, normalize_config
 from tenxgraph.core.exceptions import (
     ResourceNotFoundError,
     SchemaMissingError,
@@ -37,6 +37,7 @@ from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.records import (
     CheckpointWrite,
     DurableView,
+    LeaseGrant,
     LedgerEntry,
     Loaded,
     StoredCheckpoint,
@@ -171,8 +172,20 @@ class BaseCheckpointer(Generic[StateT]):
             ...) keep their entries; default an in-process ``MemoryKV``.
         state_cache_ttl_s: expiry of ``aput_state_cache`` entries in seconds (``None``:
             never).
+        multitask_strategy: what a run does when another run holds its thread, unless its
+            config says (``config["multitask_strategy"]``): ``None`` (default: no lease, the
+            compare-and-swap alone decides, as 10xGraph's durability guide documents),
+            ``"reject"``, ``"enqueue"``, ``"interrupt"`` or ``"rollback"`` (docs/run-lease.md).
+        lease_ttl_s: seconds a run lease lasts after its holder's last renewal: how long a
+            crashed holder keeps its thread (default 5.0).
+        lease_renew_s: seconds between two renewals by a running holder (default 2.0; below
+            ``lease_ttl_s``).
+        enqueue_timeout_s: seconds a queued run (``enqueue``, ``interrupt``, ``rollback``, or
+            a resume) waits for the lease before ``ThreadBusyError`` (default 300.0; ``None``:
+            no limit).
 
     Raises:
+        ConfigError: ``CONFIG_001`` for an unknown ``multitask_strategy`` or bad lease timing.
         ValueError: a negative ``state_history_limit``.
         TypeError: a subclass without a store that does not implement ``aget_state`` and
             ``aput_state``.
@@ -187,9 +200,18 @@ class BaseCheckpointer(Generic[StateT]):
         state_class: type[AgentState] = AgentState,
         cache_values: CacheValueStore | None = None,
         state_cache_ttl_s: float | None = None,
+        multitask_strategy: str | None = None,
+        lease_ttl_s: float = 5.0,
+        lease_renew_s: float = 2.0,
+        enqueue_timeout_s: float | None = 300.0,
     ) -> None:
         if state_history_limit is not None and state_history_limit < 0:
             raise ValueError("state_history_limit must be >= 0 or None")
+        #: the default multitask strategy of runs whose config names none
+        self.multitask_strategy = check_strategy(multitask_strategy, "multitask_strategy")
+        self.lease_ttl_s, self.lease_renew_s, self.enqueue_timeout_s = check_lease_timing(
+            lease_ttl_s, lease_renew_s, enqueue_timeout_s
+        )
         if store is None:
             missing = [
                 name
@@ -480,27 +502,85 @@ class BaseCheckpointer(Generic[StateT]):
         attrs = {ATTR.THREAD_ID: key.thread_id} if enabled() else None
         with span(SPAN.CHECKPOINT_LOAD, attributes=attrs) as sp:
             rec = await self.store.read(key)
-            if rec is None:
-                config["_checkpoint_version"] = 0
-                self._remember(key, None)
-                return None
-            decoded_before = rec.decoded
-            loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
-            if loaded is None:
-                config["_checkpoint_version"] = 0
-                self._remember(key, None)
-                return None
-            sp.set_attribute(ATTR.VERSION, loaded.version)
-            if decoded_before is None or decoded_before[1] != loaded.view.length:
-                # Keep what was just decoded beside the copy in the in-process tier, so the
-                # next read of this version decodes nothing (a warm read stays flat in the
-                # thread's length).
-                attach = getattr(self.store, "attach_decoded", None)
-                if attach is not None:
-                    await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
+            return await self._loaded(config, key, rec, state_cls, sp)
+
+    async def _loaded(
+        self,
+        config: dict[str, Any],
+        key: ThreadKey,
+        rec: StoredCheckpoint | None,
+        state_cls: type[AgentState] | None,
+        sp: Any,
+    ) -> Loaded | None:
+        """Decode the record of a run's first read (``None``: no thread) and remember it; sets
+        ``config["_checkpoint_version"]``."""
+        assert self.store is not None
+        if rec is None:
+            config["_checkpoint_version"] = 0
+            self._remember(key, None)
+            return None
+        decoded_before = rec.decoded
+        loaded = await self._decode_or_refetch(key, rec, state_cls or self.state_class)
+        if loaded is None:
+            config["_checkpoint_version"] = 0
+            self._remember(key, None)
+            return None
+        sp.set_attribute(ATTR.VERSION, loaded.version)
+        if decoded_before is None or decoded_before[1] != loaded.view.length:
+            # Keep what was just decoded beside the copy in the in-process tier, so the
+            # next read of this version decodes nothing (a warm read stays flat in the
+            # thread's length).
+            attach = getattr(self.store, "attach_decoded", None)
+            if attach is not None:
+                await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
         config["_checkpoint_version"] = loaded.version
         self._remember(key, loaded)
         return loaded
+
+    async def aload_leased(
+        self,
+        config: dict[str, Any],
+        holder: str,
+        *,
+        queue: bool,
+        state_cls: type[AgentState] | None = None,
+    ) -> tuple[LeaseGrant, Loaded | None]:
+        """One attempt to take the config's thread's run lease for ``holder`` (as
+        :meth:`alease_acquire`) folded into the run's first read (as :meth:`aload`): on
+        Postgres one statement, so taking the lease costs no round trip of its own.
+
+        Args:
+            config: a validated run config (``thread_id``, ``user_id``).
+            holder: the run id.
+            queue: keep the caller's place in the queue when refused.
+            state_cls: the class to validate stored values against (default: the
+                checkpointer's ``state_class``).
+
+        Returns:
+            ``(grant, loaded)``: ``loaded`` is the thread's latest version read under the
+            granted lease (``None`` for a thread that does not exist yet, and when refused:
+            then nothing was read). Sets ``config["_checkpoint_version"]`` when granted.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._ensure_setup()
+        key = self.key_for(config)
+        store = self._tier("aload_leased")
+        attrs = {ATTR.THREAD_ID: key.thread_id} if enabled() else None
+        with span(SPAN.CHECKPOINT_LOAD, attributes=attrs) as sp:
+            grant, rec = await store.lease_read(
+                key,
+                None,
+                holder,
+                ttl_s=self.lease_ttl_s,
+                lapse_s=self.lease_ttl_s,
+                queue=queue,
+            )
+            if grant.fence is None:
+                return grant, None
+            return grant, await self._loaded(config, key, rec, state_cls, sp)
 
     async def _custom_load(
         self, config: dict[str, Any], key: ThreadKey, state_cls: type[AgentState] | None
@@ -596,17 +676,26 @@ class BaseCheckpointer(Generic[StateT]):
         return w, new_view
 
     async def acommit(
-        self, config: dict[str, Any], state: AgentState, prev: Loaded | None
+        self,
+        config: dict[str, Any],
+        state: AgentState,
+        prev: Loaded | None,
+        *,
+        fence: int | None = None,
+        release: bool = False,
     ) -> Loaded:
         """Write ``state`` as the next version of the thread, compare-and-swap against ``prev``.
 
         Only messages new or changed since ``prev`` are written. On success
-        ``config["_checkpoint_version"]`` is the new version.
+        ``config["_checkpoint_version"]`` is the new version. ``fence``: the run lease's
+        fencing token (the write is refused once another run took the lease); ``release``:
+        give that lease up in the same write (the run's last checkpoint).
 
         Raises:
             StaleStateError: ``STORAGE_CONFLICT_000``: the thread is no longer at
                 ``prev.version`` (``context``: ``thread_id``, ``expected_version``,
-                ``current_version``). Nothing was written; caches dropped the thread.
+                ``current_version``), or ``fence`` is stale (``context["fence"]``). Nothing
+                was written; caches dropped the thread.
             CommitOutcomeUnknownError: ``STORAGE_COMMIT_UNKNOWN_001``: the connection broke
                 after the write was sent and the outcome could not be read back; read the
                 thread's version to find out (Postgres only).
@@ -619,6 +708,8 @@ class BaseCheckpointer(Generic[StateT]):
         if self.store is None:
             return await self._custom_commit(config, key, state, prev)
         w, view = self.build_write(key, state, prev)
+        if fence is not None:
+            w.fence, w.release = fence, release
         attrs = None
         if enabled():
             attrs = {
@@ -683,6 +774,47 @@ class BaseCheckpointer(Generic[StateT]):
             key = self._key(config)
             return sum(1 for k, _ in self._custom_ledger if k == key)
         return await self.store.ledger_count(self._key(config))
+
+    # -- run lease (runtime API; tenxgraph.core._lease decides, the store keeps it) ------------
+    async def alease_acquire(
+        self, config: dict[str, Any], holder: str, *, queue: bool
+    ) -> LeaseGrant:
+        """One attempt to take the config's thread's run lease for ``holder`` (a run id),
+        lasting ``lease_ttl_s``; ``queue`` keeps the caller's place in the queue when refused
+        (a place lapses ``lease_ttl_s`` after the caller's last attempt).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        await self._ensure_setup()
+        return await self._tier("alease_acquire").lease_acquire(
+            self.key_for(config),
+            holder,
+            ttl_s=self.lease_ttl_s,
+            lapse_s=self.lease_ttl_s,
+            queue=queue,
+        )
+
+    async def alease_peek(self, config: dict[str, Any], holder: str) -> LeaseGrant:
+        """What an acquisition attempt would find, changing nothing (a queued run's poll)."""
+        await self._ensure_setup()
+        return await self._tier("alease_peek").lease_peek(
+            self.key_for(config), holder, lapse_s=self.lease_ttl_s
+        )
+
+    async def alease_renew(self, config: dict[str, Any], holder: str, fence: int) -> bool:
+        """Extend ``holder``'s lease by ``lease_ttl_s`` from now; ``False`` once another run
+        took it over."""
+        await self._ensure_setup()
+        return await self._tier("alease_renew").lease_renew(
+            self.key_for(config), holder, fence, self.lease_ttl_s
+        )
+
+    async def alease_release(self, config: dict[str, Any], holder: str, fence: int | None) -> None:
+        """Give ``holder``'s lease of ``fence`` up (``None``: only leave the queue)."""
+        await self._ensure_setup()
+        await self._tier("alease_release").lease_release(self.key_for(config), holder, fence)
 
     async def aset_stop(
         self, config: dict[str, Any], requested: bool = True, at: float | None = None

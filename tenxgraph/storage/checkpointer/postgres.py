@@ -10,6 +10,7 @@ import hashlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
@@ -104,6 +105,14 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             partitions; refused (``CONFIG_001``) over existing tables of another layout.
         redis_cluster: ``redis_url`` names a node of a Redis Cluster (the client is a
             ``redis.asyncio.cluster.RedisCluster``); or pass a ``RedisCluster`` as ``redis=``.
+        multitask_strategy: the default strategy of runs whose config names none: ``None``
+            (default: the compare-and-swap alone), ``"reject"``, ``"enqueue"``,
+            ``"interrupt"``, ``"rollback"`` (see :class:`BaseCheckpointer` and the "Run lease"
+            page of the docs).
+        lease_ttl_s: seconds a run lease lasts after its holder's last renewal (default 5.0).
+        lease_renew_s: seconds between two renewals by a running holder (default 2.0).
+        enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
+            ``ThreadBusyError`` (default 300.0; ``None``: no limit).
 
     The cache methods (``aput_cache_value``, ``aput_state_cache`` ...) keep their entries in
     Redis when there is a Redis tier (shared by every instance; the state cache expires after
@@ -113,9 +122,9 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         ConfigError: ``CONFIG_001`` when neither or both of ``postgres_dsn`` / ``pg_pool`` are
             given, both ``postgres_dsn`` and ``db_url``, ``pg_pool`` is not an
             ``AsyncConnectionPool``, a bad ``pool_config`` (see above), an unknown
-            ``user_id_type`` or ``id_type``, a bad ``pooler`` or ``partitions``, or
-            ``redis_cluster=True`` without
-            ``redis_url`` (or with ``redis``/``redis_pool``).
+            ``user_id_type`` or ``id_type``, a bad ``pooler`` or ``partitions``,
+            ``redis_cluster=True`` without ``redis_url`` (or with ``redis``/``redis_pool``), an
+            unknown ``multitask_strategy`` or bad lease timing.
     """
 
     def __init__(
@@ -142,7 +151,13 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         pooler: str | None = "auto",
         partitions: int | None = None,
         redis_cluster: bool = False,
+        multitask_strategy: str | None = None,
+        lease_ttl_s: float = 5.0,
+        lease_renew_s: float = 2.0,
+        enqueue_timeout_s: float | None = 300.0,
     ) -> None:
+        check_strategy(multitask_strategy, "multitask_strategy")
+        check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_url is not None:
             if postgres_dsn is not None:
                 raise ConfigError(
@@ -223,6 +238,10 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             enforce_user_isolation=enforce_user_isolation,
             cache_values=kv,
             state_cache_ttl_s=float(cache_ttl),
+            multitask_strategy=multitask_strategy,
+            lease_ttl_s=lease_ttl_s,
+            lease_renew_s=lease_renew_s,
+            enqueue_timeout_s=enqueue_timeout_s,
         )
         self._loop_guards: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[None]

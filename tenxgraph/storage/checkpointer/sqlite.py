@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
@@ -28,6 +29,14 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             used only after checking the file's current version (one indexed lookup).
         synchronous: SQLite ``PRAGMA synchronous`` (``"NORMAL"`` default, ``"FULL"`` to survive
             power loss, not only process crashes).
+        multitask_strategy: the default strategy of runs whose config names none: ``None``
+            (default: the compare-and-swap alone), ``"reject"``, ``"enqueue"``,
+            ``"interrupt"``, ``"rollback"`` (see :class:`BaseCheckpointer` and the "Run lease"
+            page of the docs).
+        lease_ttl_s: seconds a run lease lasts after its holder's last renewal (default 5.0).
+        lease_renew_s: seconds between two renewals by a running holder (default 2.0).
+        enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
+            ``ThreadBusyError`` (default 300.0; ``None``: no limit).
     """
 
     def __init__(
@@ -38,7 +47,13 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         *,
         lru_max_entries: int = 1024,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        multitask_strategy: str | None = None,
+        lease_ttl_s: float = 5.0,
+        lease_renew_s: float = 2.0,
+        enqueue_timeout_s: float | None = 300.0,
     ) -> None:
+        check_strategy(multitask_strategy, "multitask_strategy")
+        check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_path is None:
             db_path = os.path.join(os.path.expanduser("~"), ".tenxgraph", "checkpointer.db")
         self.db_path = db_path
@@ -49,4 +64,8 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             state_history_limit=state_history_limit,
             enforce_user_isolation=enforce_user_isolation,
             cache_values=source,  # the cache methods keep their entries in the same file
+            multitask_strategy=multitask_strategy,
+            lease_ttl_s=lease_ttl_s,
+            lease_renew_s=lease_renew_s,
+            enqueue_timeout_s=enqueue_timeout_s,
         )
