@@ -1,7 +1,7 @@
 """The run lease seen from the runtime: multitask strategies, waiting, renewal, release.
 
 DESIGN section 3, "One run per thread at a time, on request"; the user's view is on the "Run
-lease and multitask strategies" page of the docs (docs/run-lease.md). The store keeps the lease
+lease and multitask strategies" page of the docs (docs/how-to/run-lease.md). The store keeps the lease
 (a holder, a fencing token, an expiry) and the queue of waiting runs; this module decides what a
 run does with it:
 

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 #: The values of ``config["multitask_strategy"]`` (and of a checkpointer's
-#: ``multitask_strategy``) besides ``None``; the names of LangGraph's server (docs/run-lease.md).
+#: ``multitask_strategy``) besides ``None``; the names of LangGraph's server (docs/how-to/run-lease.md).
 MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
 
@@ -220,7 +220,7 @@ _ID_KEYS = frozenset({"thread_id", "user_id", "run_id"})
 def check_lease_timing(
     lease_ttl_s: Any, lease_renew_s: Any, enqueue_timeout_s: Any
 ) -> tuple[float, float, float | None]:
-    """Validate a checkpointer's run-lease timing (docs/run-lease.md).
+    """Validate a checkpointer's run-lease timing (docs/how-to/run-lease.md).
 
     Args:
         lease_ttl_s: seconds a lease lasts after its last renewal (a crashed holder's lease

@@ -1,4 +1,4 @@
-"""The run lease's SQL for the Postgres tier (DESIGN section 3, docs/run-lease.md); templates only.
+"""The run lease's SQL for the Postgres tier (DESIGN section 3, docs/how-to/run-lease.md); templates only.
 
 Kept apart from :mod:`tenxgraph.storage._sql` so that the lease can be folded into the run's
 first read and its checkpoint writes without rewriting them: each piece below is either a

@@ -173,7 +173,7 @@ class MemoryStore:
         self._threads: dict[str, _Thread] = {}
         #: thread id -> owner -> time (UNIX seconds) of that user's newest stop request
         self._stops: dict[str, dict[str, float]] = {}
-        #: the run leases (docs/run-lease.md), under the same lock as the threads
+        #: the run leases (docs/how-to/run-lease.md), under the same lock as the threads
         self._leases = LeaseTable()
 
     def __repr__(self) -> str:

@@ -1,6 +1,6 @@
 """The run lease at the store level, the same rules on every source of truth (and through the
 layered store, whose caches never take part): acquisition and its queue, fencing of checkpoint
-writes, the release folded into a write, renewal, owner scope (issue 15, docs/run-lease.md).
+writes, the release folded into a write, renewal, owner scope (issue 15, docs/how-to/run-lease.md).
 
 Written against ``StoreTier.lease_*`` (``lease_read`` included: the acquisition folded into the
 first read) and ``CheckpointWrite.fence`` / ``release`` only, so it

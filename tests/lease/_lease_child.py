@@ -1,4 +1,4 @@
-"""Graphs and child processes of the run-lease tests (issue 15, docs/run-lease.md).
+"""Graphs and child processes of the run-lease tests (issue 15, docs/how-to/run-lease.md).
 
 Every node appends one line ``"<node> <exec id>"`` to a side-effect file (``fsync``'ed) before
 it returns, and returns an assistant message whose ``message_id`` is that exec id: a test can

@@ -1,4 +1,4 @@
-"""The run lease across OS processes on the durable stores (issue 15, docs/run-lease.md).
+"""The run lease across OS processes on the durable stores (issue 15, docs/how-to/run-lease.md).
 
 * N processes x M turns on one thread with each multitask strategy: the history is complete and
   gap-free, no run loses its compare-and-swap, and no node execution is thrown away (every

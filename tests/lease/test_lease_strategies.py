@@ -1,4 +1,4 @@
-"""The multitask strategies within one process, on every store (issue 15, docs/run-lease.md):
+"""The multitask strategies within one process, on every store (issue 15, docs/how-to/run-lease.md):
 refusal of bad settings before anything is written, ``ThreadBusyError``, enqueue's timeout and
 arrival order, interrupt and rollback, many tasks and threads taking turns on one thread, and
 the round trips the lease costs."""

@@ -175,7 +175,7 @@ class BaseCheckpointer(Generic[StateT]):
         multitask_strategy: what a run does when another run holds its thread, unless its
             config says (``config["multitask_strategy"]``): ``None`` (default: no lease, the
             compare-and-swap alone decides, as 10xGraph's durability guide documents),
-            ``"reject"``, ``"enqueue"``, ``"interrupt"`` or ``"rollback"`` (docs/run-lease.md).
+            ``"reject"``, ``"enqueue"``, ``"interrupt"`` or ``"rollback"`` (docs/how-to/run-lease.md).
         lease_ttl_s: seconds a run lease lasts after its holder's last renewal: how long a
             crashed holder keeps its thread (default 5.0).
         lease_renew_s: seconds between two renewals by a running holder (default 2.0; below
