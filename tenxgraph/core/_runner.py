@@ -684,8 +684,11 @@ async def _run_body(
     # -- run lease: with a multitask strategy (or an answer to a pause, which always takes
     # it), the first read takes the lease in the same round trip
     strategy = strategy_of(rc.raw, run.cp)
+    # an explicit resume (an answer to a pause, or no input at all) waits for the lease
+    # whatever the strategy: it is never refused nor stops the run it waits for
+    explicit_resume = has_resume or not has_new_input
     if strategy is not None or (has_resume and run.cp.store is not None):
-        await _take_lease(run, "resume" if strategy is None else strategy)
+        await _take_lease(run, "resume" if strategy is None or explicit_resume else strategy)
     else:
         await _load(run)
     assert run.state is not None

@@ -160,6 +160,32 @@ async def test_reject_refuses_a_second_run_before_any_of_its_nodes_runs(
     await app.ainvoke({"messages": [user("fourth")]}, dict(cfg))
 
 
+@pytest.mark.anyio
+async def test_reject_never_refuses_a_resume(backend: Backend, tmp_path: Path) -> None:
+    """A resume (``invoke(None)``) waits for the lease whatever the strategy, ``reject``
+    included: while another run holds the thread it waits instead of raising
+    ``ThreadBusyError``, then finds the thread finished and runs nothing."""
+    effects = tmp_path / "e.log"
+    cp = backend.new(multitask_strategy="reject", **TIMING)
+    app = slow_graph(cp, effects, 0.4)
+    cfg = {"thread_id": "t"}
+    resumed: list[Any] = []
+
+    async def resume() -> None:
+        resumed.append(await app.ainvoke(None, dict(cfg)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(app.ainvoke, {"messages": [user("first")]}, dict(cfg))
+        with anyio.fail_after(10):  # "first" holds the lease once its first node started
+            while not effects.exists() or not effects.read_text():  # noqa: ASYNC110 - polls a file another task writes
+                await anyio.sleep(0.01)
+        tg.start_soon(resume)
+    assert resumed == [{"messages": []}]  # waited, then nothing was left to resume
+    assert effects.read_text().splitlines() == ["n0 first", "n1 first"]  # each node once
+    state = await cp.aget_state(cfg)
+    assert state.execution_meta.status == "completed"
+
+
 # -- enqueue ------------------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_enqueue_serves_waiting_runs_in_arrival_order(
