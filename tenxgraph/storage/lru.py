@@ -17,6 +17,11 @@ blobs, plus, when the entry also keeps decoded message objects, an estimate of t
 their JSON size; measured on the bundled trajectories). So ``max_bytes`` bounds real memory,
 not only the encoded payload.
 
+The most recently used entry is kept even when it alone is larger than ``max_bytes`` (every
+other entry is evicted then): a thread longer than the budget would otherwise be dropped at
+each write and every later run would decode its whole history again. Memory stays bounded by
+``max_bytes`` plus that one thread, whose decoded messages the run using it holds anyway.
+
 The tier never awaits inside an operation, so each call is atomic on its event loop; a
 ``threading.Lock`` makes it safe across OS threads too (it is never held across an ``await``).
 """
@@ -121,8 +126,9 @@ class LRUCache:
     Args:
         max_entries: at most this many threads are cached (``>= 1``).
         max_bytes: at most this many bytes of ``values`` plus message blobs (or, for an entry
-            holding only decoded objects, their estimated encoded size) are cached; an entry
-            larger than this on its own is not cached. Default 64 MiB.
+            holding only decoded objects, their estimated encoded size) are cached, except
+            that the most recently used entry stays even when it alone is larger (every other
+            entry is evicted). Default 64 MiB.
 
     Raises:
         ValueError: ``max_entries`` or ``max_bytes`` is below 1.
@@ -248,6 +254,7 @@ class LRUCache:
             if e.messages is None and e.decoded is None:
                 e.msg_bytes = e.msg_bytes or _decoded_len(decoded) * _DECODED_MESSAGE_BYTES
             e.decoded = decoded
+            self._entries.move_to_end(key.thread_id)
             self._resize(key.thread_id, e)
             return True
 
@@ -327,8 +334,6 @@ class LRUCache:
             entry = self._build(record, new_messages, cur)
             self._remove(tid)
             entry.nbytes = entry.size()
-            if entry.nbytes > self.max_bytes:
-                return  # too large to cache at all
             self._entries[tid] = entry
             self._bytes += entry.nbytes
             self._evict()
@@ -437,14 +442,15 @@ class LRUCache:
         size = e.size()
         self._bytes += size - e.nbytes
         e.nbytes = size
-        if size > self.max_bytes:
-            self._remove(tid)
         self._evict()
 
     def _evict(self) -> None:
-        """Drop least recently used entries until both bounds hold."""
+        """Drop least recently used entries until both bounds hold, except that the most
+        recently used entry stays even when it alone is larger than ``max_bytes``."""
         entries = self._entries
-        while entries and (len(entries) > self.max_entries or self._bytes > self.max_bytes):
+        while len(entries) > self.max_entries or (
+            len(entries) > 1 and self._bytes > self.max_bytes
+        ):
             _, e = entries.popitem(last=False)
             self._bytes -= e.nbytes
             self._evictions += 1

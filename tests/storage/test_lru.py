@@ -231,11 +231,16 @@ async def test_bounded_by_bytes() -> None:
     big_rows = [(s, blob(s, 200)) for s in range(11, 14)]
     await lru.put(record(2, ((1, 14),), messages=False, key=keys[4]), big_rows)
     assert lru.stats()["bytes"] <= lru.max_bytes
-    # an entry larger than the bound on its own is not cached
+    # an entry larger than the bound on its own is kept alone (a thread longer than the
+    # budget must not be decoded again at every run): every other entry is evicted
     huge = record(
         1, ((1, 2),), key=ThreadKey("huge", "alice"), values=b"{" + b" " * size * 4 + b"}"
     )
     await lru.put(huge)
+    assert await lru.get(ThreadKey("huge", "alice")) is not None
+    assert len(lru) == 1 and lru.stats()["bytes"] == len(huge.values) + len(huge.messages[0])
+    # the next entry evicts it: the bound holds again
+    await lru.put(record(1, ((1, 11),), key=keys[0]))
     assert await lru.get(ThreadKey("huge", "alice")) is None
     assert lru.stats()["bytes"] <= lru.max_bytes
 
