@@ -137,10 +137,15 @@ class LRUCache:
         name: ``"lru"`` (telemetry tier name).
         shared: ``False``: entries are private to this process, so the layered store validates
             a hit before relying on it.
+        suspends: ``False``: no operation yields to the event loop, so none can be cancelled
+            half-way.
     """
 
     name = "lru"
     shared = False
+    #: no operation of this tier yields to the event loop (the layered store relies on it to
+    #: skip shielding its write-through from cancellation)
+    suspends = False
 
     def __init__(self, max_entries: int = 1024, max_bytes: int = 64 * 2**20) -> None:
         if max_entries < 1 or max_bytes < 1:
@@ -316,6 +321,18 @@ class LRUCache:
         tid = record.thread_id
         with self._lock:
             cur = self._entries.get(tid)
+            if (
+                cur is not None
+                and new_messages is not None
+                and record.messages is None
+                and cur.version == record.version - 1
+                and cur.user_id == record.user_id
+                and (base_created_at is None or cur.created_at == base_created_at)
+                and self._append_in_place(cur, record, new_messages)
+            ):
+                self._entries.move_to_end(tid)
+                self._resize(tid, cur)
+                return
             if cur is not None and cur.user_id != record.user_id:
                 cur = None  # another owner's entry never mixes with this one: replaced below
             if cur is not None:
@@ -337,6 +354,43 @@ class LRUCache:
             self._entries[tid] = entry
             self._bytes += entry.nbytes
             self._evict()
+
+    @staticmethod
+    def _append_in_place(
+        cur: _Entry, record: StoredCheckpoint, rows: list[tuple[int, bytes]]
+    ) -> bool:
+        """The write-through of a step that only appended (the common case): when ``record``
+        grows ``cur``'s last range by exactly ``rows``, turn ``cur`` into ``record``'s entry in
+        place (``O(k)`` for ``k`` rows, no new entry) and answer ``True``; else change nothing
+        and answer ``False`` (the general path of :meth:`_build` decides)."""
+        old, new = cur.ranges, record.ranges
+        msgs = cur.messages
+        if msgs is None or not old or len(new) != len(old):
+            return False
+        (os_, oe), (ns, ne) = old[-1], new[-1]
+        if ns != os_ or ne - oe != len(rows) or (len(old) > 1 and new[:-1] != old[:-1]):
+            return False
+        seq = oe
+        added = 0
+        for s, b in rows:
+            if s != seq:
+                return False
+            seq += 1
+            added += len(b)
+        if cur.shared:  # the list was handed out: copy it before extending (copy-on-write)
+            msgs = list(msgs)
+            cur.messages = msgs
+            cur.shared = False
+        msgs.extend([b for _, b in rows])
+        cur.msg_bytes += added
+        cur.version = record.version
+        cur.values = record.values
+        cur.ranges = tuple(new)
+        cur.next_seq = record.next_seq
+        cur.status = record.status
+        cur.created_at = record.created_at
+        cur.decoded = record.decoded
+        return True
 
     def _complete_same(self, tid: str, cur: _Entry, record: StoredCheckpoint) -> None:
         """Same checkpoint seen again: keep what is cached, add what it lacked."""

@@ -13,8 +13,8 @@ import functools
 import inspect
 import logging
 import math
+import os
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -653,7 +653,7 @@ class BaseCheckpointer(Generic[StateT]):
                 where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
                 rows.append((seq, serde.encode_message(msg, where)))
         meta = state.execution_meta
-        token = f"{meta.run_id or '-'}:{meta.step}:{uuid.uuid4().hex}"
+        token = f"{meta.run_id or '-'}:{meta.step}:{os.urandom(16).hex()}"
         values = serde.encode_values(state, token=token)
         status = str(getattr(meta, "status", "running"))
         w = CheckpointWrite(
