@@ -92,3 +92,21 @@ async def test_an_entry_past_the_budget_is_kept_alone() -> None:
     assert lru.stats()["bytes"] == 2002 and len(lru) == 1
     await lru.put(rec(small, 2, 100))  # a newer entry evicts it: the budget holds again
     assert await lru.get(big) is None and lru.stats()["bytes"] <= lru.max_bytes
+
+
+async def test_a_warm_read_reuses_the_message_id_index() -> None:
+    """A thread last written with a plain list (``aput_state``) builds its id index once:
+    the next warm read shares it instead of indexing every message again."""
+    from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+
+    cp: InMemoryCheckpointer = InMemoryCheckpointer()
+    config = {"thread_id": "plain", "user_id": "alice"}
+    msgs = [Message(role="user", content=f"m{i}") for i in range(5)]
+    await cp.aput_state(config, AgentState.model_construct(context=list(msgs)))
+    first = await cp.aload(config)
+    second = await cp.aload(config)
+    assert first is not None and second is not None
+    assert [m.message_id for m in second.state.context] == [m.message_id for m in msgs]
+    assert second.state.context.lineage is first.state.context.lineage
+    assert second.state.context is not first.state.context  # each run has its own list
+    await cp.aclose()
