@@ -121,6 +121,32 @@ async def test_incremental_append_never_changes_a_record_handed_out() -> None:
     assert new.version == 3 and new.messages == [blob(s) for s in (1, 2, 3, 4)]
 
 
+async def test_a_list_handed_out_and_dropped_is_extended_without_a_copy() -> None:
+    """A run's first read drops its record once decoded: the next write-through extends the
+    entry's list in place (a copy touches every blob of the thread), while a list still held
+    is copied, as above."""
+    import sys
+
+    from tenxgraph.storage import lru as lru_module
+
+    if lru_module._SOLE_REFS is None:
+        pytest.skip(f"no reliable reference counts on {sys.implementation.name}")
+    lru = LRUCache()
+    await lru.put(record(1, ((1, 3),)))
+    ident = id(lru._entries["t1"].messages)
+    rec = await lru.get(KEY)
+    assert rec is not None and id(rec.messages) == ident
+    del rec  # the reader is done with it
+    await lru.put(record(2, ((1, 4),), messages=False), rows(3))
+    assert id(lru._entries["t1"].messages) == ident  # extended in place
+    kept = await lru.get(KEY)
+    await lru.put(record(3, ((1, 5),), messages=False), rows(4))
+    assert id(lru._entries["t1"].messages) != ident  # still held: copied
+    assert kept is not None and kept.messages == [blob(1), blob(2), blob(3)]
+    got = await lru.get(KEY)
+    assert got is not None and got.messages == [blob(s) for s in (1, 2, 3, 4)]
+
+
 async def test_incremental_with_new_range_and_replaced_ranges() -> None:
     lru = LRUCache()
     await lru.put(record(1, ((1, 4),)))
