@@ -114,6 +114,11 @@ class LayeredStore:
         self.validate = validate
         self._private = tuple(c for c in self.caches if not getattr(c, "shared", False))
         self._shared = tuple(c for c in self.caches if getattr(c, "shared", False))
+        # Private tiers that declare ``suspends = False`` (the LRU) never yield to the event
+        # loop inside an operation, so no cancellation can land in one: their write-through
+        # needs no shielding cancel scope (one less object per step).
+        self._private_suspends = any(getattr(c, "suspends", True) for c in self._private)
+        self._attachers = tuple(c for c in self._private if hasattr(c, "attach_decoded"))
         self._behind = WriteBehind(max_pending)
         self._since = getattr(source, "read_since", None)
         self._stats = {
@@ -373,10 +378,13 @@ class LayeredStore:
                         ThreadKey(w.thread_id, w.user_id), type(exc).__name__
                     )
             raise
-        if self._private:
+        if self._private_suspends:
             with anyio.CancelScope(shield=True):
                 for cache in self._private:
                     await self._cache_put(cache, rec, w.new_messages, w.base_created_at)
+        else:
+            for cache in self._private:
+                await self._cache_put(cache, rec, w.new_messages, w.base_created_at)
         for cache in self._shared:
             self._later(self._put_op(cache, rec, w.new_messages, w.base_created_at))
         return rec
@@ -395,12 +403,9 @@ class LayeredStore:
             ``True`` when at least one tier attached it.
         """
         attached = False
-        for cache in self._private:
-            fn = getattr(cache, "attach_decoded", None)
-            if fn is None:
-                continue
+        for cache in self._attachers:
             try:
-                attached = bool(await fn(key, version, decoded)) or attached
+                attached = bool(await cache.attach_decoded(key, version, decoded)) or attached
             except Exception as exc:
                 self._cache_failed(cache, exc, "attach_decoded")
         return attached

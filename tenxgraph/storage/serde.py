@@ -183,6 +183,57 @@ def _enc(value: Any, path: str, strict_str: bool) -> Any:
     raise _fail(path, value)
 
 
+class _Slow(Exception):
+    """Raised by :func:`_fast` where :func:`_enc` must run with paths (to name a failure)."""
+
+
+_LEAF = frozenset({str, bool, type(None)})
+
+
+def _fast(value: Any) -> Any:
+    """:func:`_enc` without JSONPaths (``strict_str`` off), for the common case.
+
+    Plain data, the runtime's own models (``Message``, its blocks, ``ExecutionState``...:
+    exact field lists, no subclass) and enums are encoded here; anything else goes through
+    :func:`_enc`, which tags it or flags it risky exactly as before. Where ``_enc`` would raise,
+    this raises :class:`_Slow` instead and the caller encodes again with paths, so the error
+    names the same JSONPath (failures are rare: no path string is built on the way).
+    """
+    t = type(value)
+    if t in _LEAF:
+        return value
+    if t is int:
+        if _I64_MIN <= value <= _I64_MAX:
+            return value
+    elif t is float:
+        if value - value == 0.0:  # finite (inf - inf and nan - nan are nan)
+            return value
+    elif t is dict:
+        for k in value:
+            if type(k) is not str:
+                raise _Slow
+        out = {k: v if type(v) in _LEAF else _fast(v) for k, v in value.items()}
+        if _TAG in value:
+            return {_TAG: "dict", "v": out}
+        return out
+    elif t is list:
+        return [v if type(v) in _LEAF else _fast(v) for v in value]
+    else:
+        names = _TRUSTED_FIELDS.get(t)
+        if names is not None:
+            d = value.__dict__
+            try:
+                return {n: v if type(v := d[n]) in _LEAF else _fast(v) for n in names}
+            except KeyError:  # a field missing (model_construct): _enc raises as before
+                raise _Slow from None
+        if t in _TRUSTED_ENUMS:
+            return _fast(value.value)
+    try:
+        return _enc(value, "$", False)
+    except SerializationError:
+        raise _Slow from None
+
+
 def _dec(value: Any) -> Any:
     """Inverse of :func:`_enc` for tagged objects (models and enums are left to validation)."""
     t = type(value)
@@ -239,7 +290,11 @@ def dumps(value: Any, path: str = "$") -> bytes:
             of an unsupported type.
     """
     try:
-        return orjson.dumps(_enc(value, path, False))
+        try:
+            enc = _fast(value)
+        except _Slow:
+            enc = _enc(value, path, False)  # raises, naming the path
+        return orjson.dumps(enc)
     except orjson.JSONEncodeError:
         # Lone surrogates: re-encode with per-string checks (rare, so not on the fast path).
         try:
@@ -473,6 +528,12 @@ def _trusted_types() -> frozenset[type]:
 
 #: Runtime-owned models and enums whose fields are declared exactly (never lossy).
 _TRUSTED = _trusted_types()
+#: Field names of each trusted model (the order ``_enc`` writes them in).
+_TRUSTED_FIELDS: dict[type, tuple[str, ...]] = {
+    t: tuple(t.model_fields) for t in _TRUSTED if issubclass(t, BaseModel)
+}
+#: The trusted enums (written as their value).
+_TRUSTED_ENUMS = frozenset(t for t in _TRUSTED if issubclass(t, enum.Enum))
 
 
 # -- the one decoding boundary of stored rows ----------------------------------------------------

@@ -121,6 +121,32 @@ async def test_incremental_append_never_changes_a_record_handed_out() -> None:
     assert new.version == 3 and new.messages == [blob(s) for s in (1, 2, 3, 4)]
 
 
+async def test_a_list_handed_out_and_dropped_is_extended_without_a_copy() -> None:
+    """A run's first read drops its record once decoded: the next write-through extends the
+    entry's list in place (a copy touches every blob of the thread), while a list still held
+    is copied, as above."""
+    import sys
+
+    from tenxgraph.storage import lru as lru_module
+
+    if lru_module._SOLE_REFS is None:
+        pytest.skip(f"no reliable reference counts on {sys.implementation.name}")
+    lru = LRUCache()
+    await lru.put(record(1, ((1, 3),)))
+    ident = id(lru._entries["t1"].messages)
+    rec = await lru.get(KEY)
+    assert rec is not None and id(rec.messages) == ident
+    del rec  # the reader is done with it
+    await lru.put(record(2, ((1, 4),), messages=False), rows(3))
+    assert id(lru._entries["t1"].messages) == ident  # extended in place
+    kept = await lru.get(KEY)
+    await lru.put(record(3, ((1, 5),), messages=False), rows(4))
+    assert id(lru._entries["t1"].messages) != ident  # still held: copied
+    assert kept is not None and kept.messages == [blob(1), blob(2), blob(3)]
+    got = await lru.get(KEY)
+    assert got is not None and got.messages == [blob(s) for s in (1, 2, 3, 4)]
+
+
 async def test_incremental_with_new_range_and_replaced_ranges() -> None:
     lru = LRUCache()
     await lru.put(record(1, ((1, 4),)))
@@ -231,11 +257,16 @@ async def test_bounded_by_bytes() -> None:
     big_rows = [(s, blob(s, 200)) for s in range(11, 14)]
     await lru.put(record(2, ((1, 14),), messages=False, key=keys[4]), big_rows)
     assert lru.stats()["bytes"] <= lru.max_bytes
-    # an entry larger than the bound on its own is not cached
+    # an entry larger than the bound on its own is kept alone (a thread longer than the
+    # budget must not be decoded again at every run): every other entry is evicted
     huge = record(
         1, ((1, 2),), key=ThreadKey("huge", "alice"), values=b"{" + b" " * size * 4 + b"}"
     )
     await lru.put(huge)
+    assert await lru.get(ThreadKey("huge", "alice")) is not None
+    assert len(lru) == 1 and lru.stats()["bytes"] == len(huge.values) + len(huge.messages[0])
+    # the next entry evicts it: the bound holds again
+    await lru.put(record(1, ((1, 11),), key=keys[0]))
     assert await lru.get(ThreadKey("huge", "alice")) is None
     assert lru.stats()["bytes"] <= lru.max_bytes
 

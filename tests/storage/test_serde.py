@@ -104,3 +104,122 @@ def test_message_metadata_that_would_lose_its_type_is_refused() -> None:
     ok = Message.text_message("hi")
     ok.metadata["when"] = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert serde.decode_message(serde.encode_message(ok)).metadata == ok.metadata
+
+
+def _reference(value: Any) -> bytes:
+    """What the path-building walker alone writes (the encoding's definition)."""
+    import orjson
+
+    return orjson.dumps(serde._enc(value, "$", False))
+
+
+def _same_as_reference(value: Any) -> bool:
+    """``dumps`` writes the reference bytes and flags the same values as needing a check."""
+    serde._flags.risky = False
+    fast = serde.dumps(value)
+    risky = serde._flags.risky
+    serde._flags.risky = False
+    ref = _reference(value)
+    return fast == ref and risky == serde._flags.risky
+
+
+def test_the_fast_encoder_writes_exactly_what_the_reference_walker_writes() -> None:
+    from tenxgraph.core.state.execution import ExecutionState, ExecutionStatus
+    from tenxgraph.core.state.message import TokenUsages
+    from tenxgraph.core.state.message_block import (
+        AnnotationRef,
+        ImageBlock,
+        MediaRef,
+        TextBlock,
+        ToolCallBlock,
+        ToolResultBlock,
+    )
+
+    class Sub(dict):  # type: ignore[type-arg]
+        pass
+
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    tricky = {
+        "when": when,
+        "id": uuid.UUID(int=7),
+        "big": 2**80,
+        "neg": -(2**63),
+        "nan": float("nan"),
+        "inf": float("-inf"),
+        "pair": (1, [2, (3,)]),
+        "set": {1},
+        "bytes": b"\x00",
+        "tag": {"__tx__": "dt", "v": "x"},
+        "keys": {1: "a", (2, 3): "b"},
+        "nested": [{"a": [None, True, 1.5, "s"]}],
+        "sub": Sub(a=1),
+        "tagstr": Tag("t"),
+        "enum": Color.RED,
+        "model": Profile(created=when),
+    }
+    msgs = [
+        Message(role="assistant", content="plain", metadata={"left": 3}),
+        Message(
+            role="assistant",
+            message_id=12,
+            content=[
+                TextBlock(text="t", annotations=[AnnotationRef(url="u", page=2)]),
+                ToolCallBlock(id="c1", name="f", args=tricky),
+                ImageBlock(media=MediaRef(url="http://x", width=3)),
+            ],
+            tools_calls=[{"id": "c1", "function": {"name": "f", "arguments": "{}"}}],
+            metadata=tricky,
+            usages=TokenUsages(prompt_tokens=3),
+            raw={"deep": [[[{"x": when}]]]},
+        ),
+        Message.tool_message({"r": (1, 2)}, tool_call_id="c1"),
+        Message(
+            role="tool", content=[ToolResultBlock(tool_call_id="c", content=[uuid.UUID(int=1)])]
+        ),
+    ]
+    for m in msgs:
+        assert _same_as_reference(m)
+    assert _same_as_reference(msgs[0]) and not serde._flags.risky
+    meta = ExecutionState(step=4, status=ExecutionStatus.RUNNING, internal_data=tricky)
+    for value in [meta, tricky, [tricky, msgs], None, 1, "x", 2**70, (1,)]:
+        assert _same_as_reference(value)
+    state = S(color=Color.RED, profile=Profile(created=when), anything=tricky, execution_meta=meta)
+    fields = {n: getattr(state, n) for n in type(state).model_fields if n != "context"}
+    assert serde.encode_values(state, verify=False) == _reference(fields)
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "path"),
+    [
+        ("metadata", {"a": [1, object()]}, "$.context[4].metadata.a[1]"),
+        ("metadata", {"k": {1: 10**5000}}, "$.context[4].metadata.k[1]"),
+        ("raw", {"x": [{"y": Color.RED}]}, "$.context[4].raw.x[0].y"),
+        ("args", {"n": 10**5000}, "$.context[4].content[0].args.n"),
+    ],
+)
+def test_a_message_value_that_cannot_be_stored_is_refused_with_its_path(
+    where: str, value: Any, path: str
+) -> None:
+    from tenxgraph.core.state.message_block import ToolCallBlock
+
+    msg = Message(role="assistant", content=[ToolCallBlock(id="c", name="f")])
+    if where == "args":
+        msg.content[0].args.update(value)
+    else:
+        setattr(msg, where, value)
+    with pytest.raises(SerializationError) as err:
+        serde.encode_message(msg, "$.context[4]")
+    assert err.value.context["path"] == path
+
+
+def test_a_runtime_model_holding_a_wrong_type_is_checked_like_any_value() -> None:
+    meta_msg = Message.text_message("hi")
+    meta_msg.metadata = {"t": Tag("x")}  # a str subclass: would come back as str
+    with pytest.raises(SerializationError) as err:
+        serde.encode_message(meta_msg, "$.context[0]")
+    assert err.value.context["path"] == "$.context[0].metadata.t"
+    state = S()
+    state.execution_meta.internal_data["when"] = object()
+    with pytest.raises(SerializationError) as err:
+        serde.encode_values(state)
+    assert err.value.context["path"] == "$.execution_meta.internal_data.when"

@@ -13,8 +13,8 @@ import functools
 import inspect
 import logging
 import math
+import os
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -418,6 +418,7 @@ class BaseCheckpointer(Generic[StateT]):
                 the JSONPath of what cannot be decoded.
         """
         n: int
+        base: list[Message]
         if rec.decoded is not None:
             objs, n = rec.decoded
             # The decoded objects cover the first ``n`` messages; a read that found the thread
@@ -426,11 +427,14 @@ class BaseCheckpointer(Generic[StateT]):
             values, more = serde.decode_checkpoint(
                 state_cls, rec.values, tail, thread_id=rec.thread_id, version=rec.version
             )
-            base = objs[:n]
             fresh = bool(more)
             if more:
+                base = objs[:n]
                 base.extend(more)
                 n += len(more)
+            else:
+                # MessageList copies its items: slice only when the list grew past ``n``.
+                base = objs if len(objs) == n else objs[:n]
         else:
             fresh = True
             values, base = serde.decode_checkpoint(
@@ -526,10 +530,15 @@ class BaseCheckpointer(Generic[StateT]):
             self._remember(key, None)
             return None
         sp.set_attribute(ATTR.VERSION, loaded.version)
-        if decoded_before is None or decoded_before[1] != loaded.view.length:
+        if (
+            decoded_before is None
+            or decoded_before[1] != loaded.view.length
+            or not isinstance(decoded_before[0], MessageList)
+        ):
             # Keep what was just decoded beside the copy in the in-process tier, so the
             # next read of this version decodes nothing (a warm read stays flat in the
-            # thread's length).
+            # thread's length); a plain list is replaced by the MessageList built from it,
+            # so the next read reuses its id index instead of building it again.
             attach = getattr(self.store, "attach_decoded", None)
             if attach is not None:
                 await attach(key, loaded.version, (loaded.view.messages, loaded.view.length))
@@ -653,7 +662,7 @@ class BaseCheckpointer(Generic[StateT]):
                 where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
                 rows.append((seq, serde.encode_message(msg, where)))
         meta = state.execution_meta
-        token = f"{meta.run_id or '-'}:{meta.step}:{uuid.uuid4().hex}"
+        token = f"{meta.run_id or '-'}:{meta.step}:{os.urandom(16).hex()}"
         values = serde.encode_values(state, token=token)
         status = str(getattr(meta, "status", "running"))
         w = CheckpointWrite(
