@@ -21,6 +21,7 @@ gets ``SerializationError`` naming the thread, the version and the JSONPath, nev
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as _dt
 import decimal
 import enum
@@ -33,6 +34,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel
+from pydantic_core import SchemaValidator
 
 from tenxgraph.core.exceptions import SerializationError, ValidationError
 from tenxgraph.core.state.message import Message
@@ -309,6 +311,95 @@ def decode_message(data: bytes | str | memoryview) -> Message:
             message (callers turn these into ``SerializationError``).
     """
     _DecodeCount.n += 1
+    return _decode_row(data)
+
+
+def _row_validator() -> SchemaValidator | None:
+    """The fast validator of stored message rows, or ``None`` to use ``Message``'s own.
+
+    It is ``Message``'s own core schema (the same fields, block classes and constraints) without
+    the ``content`` field's ``before`` function, which turns a ``str``, ``None`` or a single
+    block into a list: stored rows always hold a list there (``encode_message`` writes the
+    model's list), and that Python call, made from the Rust validator for every message, cost
+    about a third of decoding one. pydantic-core reuses a model's prebuilt validator for any
+    ``model`` schema of that class, so the validator checks the fields (``model-fields``) and
+    :func:`_build` makes the instance as ``model_construct`` does. Callers fall back to the
+    model's own validator when this one refuses a row (so a row with a ``str`` content, written
+    by hand, still decodes) and the error reported is always the model's.
+
+    ``None`` when ``Message`` does not have the expected shape (another pydantic version, a
+    ``model_post_init``, private attributes, a custom ``__init__``).
+    """
+    try:
+        if Message.__pydantic_post_init__ is not None or Message.__private_attributes__:
+            return None
+        schema: Any = copy.deepcopy(Message.__pydantic_core_schema__)
+        model = schema["schema"] if schema["type"] == "definitions" else schema
+        if model["type"] != "model" or model["cls"] is not Message or model["custom_init"]:
+            return None
+        fields = model["schema"]
+        if fields["type"] != "model-fields" or model.get("config", {}).get(
+            "extra_fields_behavior"
+        ) not in ("ignore", None):
+            return None
+        content = fields["fields"]["content"]["schema"]
+        inner = content["schema"] if content["type"] == "default" else content
+        func = inner.get("function", {}).get("function")
+        if inner["type"] != "function-before" or getattr(func, "__func__", None) is not (
+            Message._str_to_block.__func__  # type: ignore[attr-defined]
+        ):
+            return None
+        if inner is content:
+            fields["fields"]["content"]["schema"] = inner["schema"]
+        else:
+            content["schema"] = inner["schema"]
+        fields = {**fields, "extra_behavior": "ignore"}
+        if schema["type"] == "definitions":
+            return SchemaValidator({**schema, "schema": fields})
+        return SchemaValidator(fields)
+    except Exception:  # noqa: BLE001 - an unexpected schema shape: the model's validator
+        return None
+
+
+_ROW = _row_validator()
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _build(fields: tuple[dict[str, Any], Any, set[str]]) -> Message:
+    """A ``Message`` from the ``model-fields`` validator's answer (what ``model_construct``
+    and pydantic-core's model validator do for a model without extras or private state)."""
+    msg: Message = _new(Message)
+    _set(msg, "__dict__", fields[0])
+    _set(msg, "__pydantic_fields_set__", fields[2])
+    _set(msg, "__pydantic_extra__", None)
+    _set(msg, "__pydantic_private__", None)
+    return msg
+
+
+def _decode_row(data: bytes | str | memoryview) -> Message:
+    """One stored row as a ``Message``; exceptions as :func:`decode_message`.
+
+    A row without tagged values is validated from its JSON bytes by pydantic-core in one call
+    (no intermediate Python objects); a tagged row is parsed, its tags restored, then validated.
+    Whatever the fast validator refuses (a row written by hand with a ``str`` content, nesting
+    deeper than its parser allows, a damaged row) goes through the model's own
+    ``Message.model_validate(loads(data))``, whose exception is the one raised. The JSON parser
+    of pydantic-core reads a few texts orjson refuses (``NaN`` / ``Infinity`` literals, an
+    integer beyond 64 bits, which orjson reads as a float): ``encode_message`` writes none of
+    them (they are tagged), so only a row written outside tenxgraph can hold one, and it then
+    decodes to those values.
+    """
+    if _ROW is not None:
+        if isinstance(data, memoryview):
+            data = bytes(data)
+        tagged = _TAG_B in data if isinstance(data, bytes) else _TAG.join('""') in data
+        try:
+            if tagged:
+                return _build(_ROW.validate_python(_dec(orjson.loads(data))))
+            return _build(_ROW.validate_json(data))
+        except Exception:  # noqa: BLE001 - the model's own path decides, and names the error
+            pass
     return Message.model_validate(loads(data))
 
 
