@@ -12,33 +12,18 @@ Key layout (every key of a thread shares one hash tag, so the layout works on Re
   digest of the owner's ``user_id``), ``version``, ``values``, ``ranges`` (JSON list of
   ``[start, end)`` pairs), ``next_seq``, ``status``, ``created_at`` (UNIX seconds);
 * ``{prefix}{<thread_id>}:msgs``: a hash ``seq -> message blob`` holding exactly the rows of the
-  cached version's ranges;
-* ``{prefix}{<thread_id>}:ver``: the version stamp, ``"<version>:<created_at ms>:<owner>"``,
-  set to the new version by every write-through, even when the data keys cannot be updated.
-  :class:`~tenxgraph.storage.layered.LayeredStore` validates an in-process LRU entry against it
-  with one ``MGET`` of the stamp and the pending floor (:meth:`RedisCache.read_stamp`);
-* ``{prefix}{<thread_id>}:pending``: the *pending floor*, ``"<version>"``: the highest version
-  a writer announced (:meth:`RedisCache.mark_pending`) before its compare-and-swap in the
-  source. Absent most of the time.
+  cached version's ranges.
 
 Every key expires ``ttl_s`` seconds after the thread's last write. Reads and writes are single
 Lua scripts (one round trip, atomic): a read fetches the meta and the messages of its ranges; a
 write-through sends only the new rows and applies them only on top of the cached previous
-version (else it drops the thread's data keys), and never moves the stamp backwards.
+version (else it drops the thread's data keys); a copy never replaces a newer cached version.
 
-Writes in flight. The source commits first and Redis is updated after, so a writer that dies
-(or whose write-through times out) between the two would leave Redis serving the previous
-version. Hence, before the source write, the layered store raises the thread's pending floor
-to the version it is about to write (one ``EVALSHA``). While the floor is above the cached
-version (the data's, or the stamp's for an LRU validation), the cached entry and the stamp are
-a miss: readers go to the source. A read fill (a reader writing back what it read from the
-source) is refused below the floor, so a reader that read the source just before the commit
-cannot install the old version either. The floor is cleared by evidence, not by time: the
-committing writer's write-through, a fill of a version at or above it (read from the source,
-so committed), or an invalidation finding a stamp at or above it. A writer that dies
-before or after its commit therefore costs source reads for the thread until its next
-write or a fill, never a stale read. An invalidation keeps the floor (it may protect another
-writer in flight); deleting the thread drops it (version numbers start again at 1).
+Nothing read from this tier is relied on unconfirmed: :class:`~tenxgraph.storage.layered.
+LayeredStore` asks the source of truth, in the run's one conditional read (``READ_SINCE``),
+whether the copy is still the latest, so a write-through that was lost, late or never made (a
+writer without Redis, a crash between the commit and the write-through) makes a copy old, never
+a read wrong.
 
 When Redis fails for connection reasons (a lost or refused connection, a timeout, a Redis
 Cluster that is down or reconfiguring, or any non-Redis exception out of the client) the tier
@@ -47,17 +32,6 @@ background probe retries every ``reconnect_backoff_s``: the tier reconnects by i
 Redis is back, even when idle. Threads whose write-through or invalidation could not reach
 Redis are remembered and their keys deleted first thing after reconnection, so data Redis kept
 through the outage cannot be served stale.
-
-A stamp is only as good as the write-throughs of *every* instance. After an outage, other
-instances may still be backing off and writing to the source without stamping, so for a grace
-window of ``2 * (reconnect_backoff_s + timeout_s)`` after reconnecting the tier reports its
-stamps as untrusted (:attr:`RedisCache.stamps_trusted`, :meth:`RedisCache.read_stamp` raises);
-the layered store then validates against the source of truth instead. An instance that
-cannot reach Redis while others can (a partial network partition) can neither raise the
-pending floor nor stamp its writes (it remembers the thread and deletes its keys once it
-reaches Redis again): the others may meanwhile read a stale cached state, which the
-compare-and-swap turns into a ``StaleStateError`` (never a lost update), and the conflict
-drops the thread from every tier.
 """
 
 from __future__ import annotations
@@ -67,7 +41,7 @@ import hashlib
 import logging
 import time
 import weakref
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
@@ -89,7 +63,6 @@ from tenxgraph._url_check import url_problem
 from tenxgraph.core.exceptions import (
     ConfigError,
     StorageConnectionError,
-    TransientStorageError,
     redact,
 )
 from tenxgraph.records import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
@@ -97,7 +70,7 @@ from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, en
 
 from ._tasks import cancel_guards, start_guard
 
-__all__ = ["RedisCache", "Stamp", "auth_error"]
+__all__ = ["RedisCache", "auth_error"]
 
 logger = logging.getLogger("tenxgraph.redis")
 
@@ -124,9 +97,8 @@ _UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     RedisClusterException,
 )
 
-# KEYS: meta, msgs, pending. ARGV: 1 owner digest, 2 fmt.
-# Returns the entry, false (nothing for this owner), 0 (garbage, deleted) or -1 (a write is in
-# flight: the pending floor is above the cached version).
+# KEYS: meta, msgs. ARGV: 1 owner digest, 2 fmt.
+# Returns the entry, false (nothing for this owner) or 0 (garbage, deleted).
 _GET_LUA = """
 local function garbage()
   redis.call('DEL', KEYS[1], KEYS[2])
@@ -141,15 +113,6 @@ if m[1] ~= ARGV[2] then return garbage() end
 for i = 2, 8 do if not m[i] then return garbage() end end
 if m[2] ~= ARGV[1] then return false end
 if not tonumber(m[3]) or not tonumber(m[6]) or not tonumber(m[8]) then return garbage() end
-local pt = redis.call('TYPE', KEYS[3])['ok']
-if pt ~= 'none' then
-  local floor = pt == 'string' and tonumber(redis.call('GET', KEYS[3]))
-  if not floor then
-    redis.call('DEL', KEYS[3])
-    return garbage()
-  end
-  if floor > tonumber(m[3]) then return -1 end
-end
 local ok, ranges = pcall(cjson.decode, m[5])
 if not ok or type(ranges) ~= 'table' then return garbage() end
 local total = 0
@@ -186,68 +149,43 @@ if not flush() then return garbage() end
 return {m[3], m[4], m[5], m[6], m[7], m[8], table.concat(lens, ','), table.concat(parts)}
 """
 
-# KEYS: meta, msgs, ver, pending
+# KEYS: meta, msgs
 # ARGV: 1 mode ('inc' | 'full' | 'drop'), 2 version, 3 owner, 4 values, 5 ranges JSON,
-#       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 stamp, 11 fmt,
-#       12 kind ('write': a write-through of a version the caller committed; 'fill': a copy of
-#       what the caller read from the source), 13 row seqs "s1,s2,...",
-#       14 row lengths "n1,n2,...", 15 the row blobs concatenated, 16 created_at of the
-#       version the 'inc' rows apply to ('' unknown: not checked). A version
-#       number alone does not name a checkpoint (a thread deleted and created anew counts from
-#       1 again), so rows extend the cached copy only when its created_at is that one, and a
-#       complete record replaces a copy of the same version created at another time.
-# Returns 1 applied, 2 data dropped (stamp set), 0 ignored (a newer version is cached),
-# 3 refused (a fill below the pending floor: a write may have committed a newer version).
+#       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 fmt, 11 row seqs "s1,s2,...",
+#       12 row lengths "n1,n2,...", 13 the row blobs concatenated, 14 created_at of the
+#       version the 'inc' rows apply to ('' unknown: not checked). A version number alone
+#       does not name a checkpoint (a thread deleted and created anew counts from 1 again), so
+#       rows extend the cached copy only when its created_at is that one, and a complete record
+#       replaces a copy of the same version created at another time.
+# Returns 1 applied, 2 data dropped (the rows do not apply on top of what is cached),
+# 0 ignored (a newer version, or this very checkpoint, is cached).
 _PUT_LUA = """
 local mode, v, owner, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[9])
 local row_seqs, row_lens = {}, {}
-for x in string.gmatch(ARGV[13], '[^,]+') do row_seqs[#row_seqs + 1] = x end
+for x in string.gmatch(ARGV[11], '[^,]+') do row_seqs[#row_seqs + 1] = x end
 local total = 0
-for x in string.gmatch(ARGV[14], '[^,]+') do
+for x in string.gmatch(ARGV[12], '[^,]+') do
   local n = tonumber(x)
   row_lens[#row_lens + 1] = n
   total = total + n
 end
-if #row_seqs ~= #row_lens or total ~= #ARGV[15] then
+if #row_seqs ~= #row_lens or total ~= #ARGV[13] then
   return redis.error_reply('tenxgraph: malformed rows')
-end
-local floor = nil
-local pt = redis.call('TYPE', KEYS[4])['ok']
-if pt == 'string' then floor = tonumber(redis.call('GET', KEYS[4])) end
-if pt ~= 'none' and not floor then redis.call('DEL', KEYS[4]) end
-if floor and floor > v and ARGV[12] ~= 'write' then return 3 end
--- v is committed: a floor at or below it names writes that are settled (committed as v or
--- older, or bound to fail their compare-and-swap); one above it protects a write in flight.
-local function settle()
-  if floor then
-    if floor <= v then redis.call('DEL', KEYS[4]) else redis.call('EXPIRE', KEYS[4], ttl) end
-  end
-end
-local keep_stamp = false
-local s = redis.pcall('GET', KEYS[3])
-if type(s) == 'table' then redis.call('DEL', KEYS[3]); s = false end
-if s then
-  local sv, so = string.match(s, '^(%d+):[^:]*:(.*)$')
-  if sv and so == owner then
-    local n = tonumber(sv)
-    if n > v then settle(); return 0 end
-    if n == v and mode ~= 'inc' then keep_stamp = true end
-  end
 end
 local cv, co, cr, cc = nil, nil, nil, nil
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'hash' then
   local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt', 'created_at')
-  if m[4] == ARGV[11] then cv, co, cr, cc = tonumber(m[1]), m[2], m[3], m[5] end
+  if m[4] == ARGV[10] then cv, co, cr, cc = tonumber(m[1]), m[2], m[3], m[5] end
 end
 local mt = redis.call('TYPE', KEYS[2])['ok']
 if mt ~= 'hash' and mt ~= 'none' then cv = nil end
 if cv and co == owner then
-  if cv > v or (cv == v and mode ~= 'inc' and cc == ARGV[8]) then settle(); return 0 end
+  if cv > v or (cv == v and mode ~= 'inc' and cc == ARGV[8]) then return 0 end
 end
 
 local function set_rows()
-  local batch, off, body = {}, 1, ARGV[15]
+  local batch, off, body = {}, 1, ARGV[13]
   for i = 1, #row_seqs do
     local n = row_lens[i]
     batch[#batch + 1] = row_seqs[i]
@@ -261,7 +199,7 @@ local function set_rows()
   if #batch > 0 then redis.call('HSET', KEYS[2], unpack(batch)) end
 end
 local function set_meta()
-  redis.call('HSET', KEYS[1], 'fmt', ARGV[11], 'owner', owner, 'version', ARGV[2],
+  redis.call('HSET', KEYS[1], 'fmt', ARGV[10], 'owner', owner, 'version', ARGV[2],
              'values', ARGV[4], 'ranges', ARGV[5], 'next_seq', ARGV[6], 'status', ARGV[7],
              'created_at', ARGV[8])
 end
@@ -303,7 +241,7 @@ local function prune(new)
 end
 
 local applied = false
-if mode == 'inc' and cv and co == owner and cv == v - 1 and (ARGV[16] == '' or cc == ARGV[16]) then
+if mode == 'inc' and cv and co == owner and cv == v - 1 and (ARGV[14] == '' or cc == ARGV[14]) then
   local ok1, old = pcall(cjson.decode, cr)
   local ok2, new = pcall(cjson.decode, ARGV[5])
   if ok1 and ok2 and valid_ranges(old) and valid_ranges(new) then
@@ -324,75 +262,9 @@ if applied then
 else
   redis.call('DEL', KEYS[1], KEYS[2])
 end
-if keep_stamp then
-  redis.call('EXPIRE', KEYS[3], ttl)
-else
-  redis.call('SET', KEYS[3], ARGV[10], 'EX', ttl)
-end
-settle()
 if applied then return 1 end
 return 2
 """
-
-# KEYS: pending. ARGV: 1 version about to be written, 2 ttl_s.
-# Raises the pending floor to the version (never lowers it) and keeps it ttl_s seconds.
-_MARK_LUA = """
-local cur = redis.pcall('GET', KEYS[1])
-local floor = type(cur) == 'string' and tonumber(cur) or nil
-if floor and floor >= tonumber(ARGV[1]) then
-  redis.call('EXPIRE', KEYS[1], ARGV[2])
-  return 0
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return 1
-"""
-
-# KEYS: meta, msgs, ver, pending. ARGV: 1 '1' when the thread was deleted in the source.
-# Drops the data and the stamp. The pending floor is kept (it may protect a write in flight)
-# unless it is settled (at or below the stamp, which names a committed version), unparseable,
-# or the thread was deleted (its version numbers start again at 1).
-_INVALIDATE_LUA = """
-local drop = ARGV[1] == '1'
-if not drop then
-  local f = redis.pcall('GET', KEYS[4])
-  if type(f) == 'table' then
-    drop = true
-  elseif f then
-    local floor = tonumber(f)
-    local s = redis.pcall('GET', KEYS[3])
-    local sv = nil
-    if type(s) == 'string' then sv = tonumber(string.match(s, '^(%d+):') or '') end
-    drop = (not floor) or (sv ~= nil and floor <= sv)
-  end
-end
-if drop then return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4]) end
-return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-"""
-
-# KEYS: ver. ARGV: 1 version, 2 owner, 3 stamp, 4 ttl_s. Sets unless a newer same-owner stamp.
-_SET_STAMP_LUA = """
-local s = redis.pcall('GET', KEYS[1])
-if type(s) == 'string' then
-  local sv, so = string.match(s, '^(%d+):[^:]*:(.*)$')
-  if sv and so == ARGV[2] and tonumber(sv) > tonumber(ARGV[1]) then return 0 end
-end
-redis.call('SET', KEYS[1], ARGV[3], 'EX', tonumber(ARGV[4]))
-return 1
-"""
-
-
-class Stamp(NamedTuple):
-    """A thread's version stamp as read from Redis.
-
-    Attributes:
-        version: the latest version written through this tier.
-        created_ms: that version's ``created_at`` in whole milliseconds, or ``None`` when the
-            stamp was set without it. Distinguishes a version number reused after the thread
-            was deleted and created again.
-    """
-
-    version: int
-    created_ms: int | None
 
 
 class _Unavailable(Exception):
@@ -406,11 +278,6 @@ class _Garbage(Exception):
 def _owner(user_id: str) -> str:
     """The owner digest stored in Redis (never the raw ``user_id``)."""
     return hashlib.blake2b(user_id.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
-def _ms(created_at: float) -> int:
-    """``created_at`` (UNIX seconds) in whole milliseconds, as kept in the stamp."""
-    return round(created_at * 1000)
 
 
 def _parse_ranges(raw: bytes) -> tuple[Range, ...]:
@@ -501,14 +368,10 @@ class RedisCache:
         ttl_s: every key of a thread expires this many seconds after its last write
             (default 86400, one day).
         timeout_s: a call taking longer than this many seconds (connecting included) is
-            abandoned and counts as a failure (default 2.0). Keep it generous: an instance
-            whose call timed out backs off and writes without raising the pending floor, which
-            lets other instances read its thread's previous version until the CAS catches it;
-            under heavy load 0.25 s produced such stale reads, 2-3 s did not.
+            abandoned and counts as a failure (default 2.0).
         reconnect_backoff_s: after a connection-level failure, calls are misses without
             touching the network for this many seconds, and a background probe retries every
-            this many seconds until Redis answers (default 1.0). After reconnecting, version
-            stamps are not trusted for ``2 * (reconnect_backoff_s + timeout_s)`` seconds.
+            this many seconds until Redis answers (default 1.0).
         cluster: ``url`` names one node of a Redis Cluster: the tier then uses
             ``redis.asyncio.cluster.RedisCluster``, which discovers the other nodes and sends
             each call to the master of its slot (every key of a thread is in one slot, see the
@@ -603,12 +466,8 @@ class RedisCache:
         self._given_scripts = _Scripts(client)
         self._get_script = self._script("get")
         self._put_script = self._script("put")
-        self._stamp_script = self._script("stamp")
-        self._mark_script = self._script("mark")
-        self._invalidate_script = self._script("invalidate")
         self._down_until = 0.0
         self._down = False
-        self._trusted_at = 0.0
         self._probe: asyncio.Task[None] | None = None
         self._dirty: set[str] = set()
         self._dirty_overflow = False
@@ -620,7 +479,6 @@ class RedisCache:
             "failures": 0,
             "writes": 0,
             "garbage": 0,
-            "pending": 0,
         }
 
     def __repr__(self) -> str:
@@ -678,18 +536,10 @@ class RedisCache:
             return thread_id
         return "h:" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
 
-    def keys(self, thread_id: str) -> tuple[str, str, str]:
-        """The thread's ``(meta, msgs, ver)`` keys; all share one hash tag (:meth:`_tag`)."""
+    def keys(self, thread_id: str) -> tuple[str, str]:
+        """The thread's ``(meta, msgs)`` keys; both share one hash tag (:meth:`_tag`)."""
         base = f"{self.prefix}{{{self._tag(thread_id)}}}:"
-        return base + "meta", base + "msgs", base + "ver"
-
-    def pending_key(self, thread_id: str) -> str:
-        """The thread's pending-floor key (same hash tag as :meth:`keys`)."""
-        return f"{self.prefix}{{{self._tag(thread_id)}}}:pending"
-
-    def _all_keys(self, thread_id: str) -> list[str]:
-        """``meta, msgs, ver, pending`` (the KEYS of the put and invalidate scripts)."""
-        return [*self.keys(thread_id), self.pending_key(thread_id)]
+        return base + "meta", base + "msgs"
 
     # ------------------------------------------------------------------ CacheTier
 
@@ -701,24 +551,17 @@ class RedisCache:
 
         Returns:
             The record (``messages`` complete, in list order), or ``None`` on a miss: nothing
-            cached, another owner's entry, a write in flight (the pending floor is above the
-            cached version), Redis down or slow, or unparseable data (whose keys are then
+            cached, another owner's entry, Redis down or slow, or unparseable data (whose keys are then
             deleted). Never raises for a Redis problem.
         """
         tid = key.thread_id
         with self._span(SPAN.CHECKPOINT_READ, key.thread_id, "EVALSHA") as sp:
             rec = None
             try:
-                meta, msgs, _ = self.keys(tid)
                 res = await self._call(
-                    self._get_script,
-                    [meta, msgs, self.pending_key(tid)],
-                    [_owner(key.user_id), _FMT],
+                    self._get_script, list(self.keys(tid)), [_owner(key.user_id), _FMT]
                 )
-                if res == -1:
-                    self._stats["pending"] += 1
-                else:
-                    rec = self._parse(key, res)
+                rec = self._parse(key, res)
             except _Unavailable as exc:
                 self._failure(sp, exc, key.thread_id)
             except _Garbage as exc:
@@ -764,13 +607,9 @@ class RedisCache:
                 copy is extended only when it is that checkpoint (a thread deleted and created
                 anew reuses version numbers); ``None``: not checked.
 
-        The version stamp is set to ``record.version`` unless Redis already has a newer
-        stamp for the same owner. A read fill (``new_messages is None``) below the pending
-        floor changes nothing: a write in flight may have committed a newer version. A
-        write-through (``new_messages`` given: the caller committed ``record.version``) or
-        a fill at or above the floor clears it (see :meth:`mark_pending`). Never raises for
-        a Redis problem; a write-through that cannot reach Redis marks the thread for
-        deletion once Redis is back.
+        A copy never replaces a newer cached version. Never raises for a Redis problem; a
+        write-through that cannot reach Redis marks the thread for deletion once Redis is
+        back.
         """
         tid = record.thread_id
         with self._span(SPAN.CHECKPOINT_WRITE, tid, "EVALSHA") as sp:
@@ -790,11 +629,8 @@ class RedisCache:
                 )
                 sp.set_attribute(ATTR.BYTES, len(record.values) + sum(map(len, blobs)))
             try:
-                res = await self._call(self._put_script, self._all_keys(tid), args)
-                if res == 3:
-                    self._stats["pending"] += 1  # a fill below the pending floor: refused
-                else:
-                    self._stats["writes"] += 1
+                res = await self._call(self._put_script, list(self.keys(tid)), args)
+                self._stats["writes"] += 1
                 return res in (0, 1)
             except _Unavailable as exc:
                 self._mark_dirty(tid)
@@ -832,7 +668,6 @@ class RedisCache:
         for b in blobs:
             if type(b) is not bytes:
                 raise TypeError("message blobs must be bytes")
-        stamp = f"{record.version}:{_ms(record.created_at)}:{owner}"
         args = [
             mode,
             record.version,
@@ -843,9 +678,7 @@ class RedisCache:
             record.status,
             repr(float(record.created_at)),
             self.ttl_s,
-            stamp,
             _FMT,
-            "fill" if new_messages is None else "write",
             ",".join(map(str, seqs)),
             ",".join([str(len(b)) for b in blobs]),
             b"".join(blobs),
@@ -854,58 +687,24 @@ class RedisCache:
         return args, len(seqs)
 
     async def invalidate(self, key: ThreadKey, *, deleted: bool = False) -> None:
-        """Delete the thread's data keys and its stamp (any owner scope), in one round trip.
-
-        The pending floor is kept, since it may protect another instance's write in flight,
-        unless it is settled (at or below the stamp being deleted) or ``deleted`` is set.
+        """Delete the thread's keys (any owner scope), in one round trip.
 
         Args:
             key: the thread (its ``user_id`` is not used).
-            deleted: the thread was deleted in the source (its version numbers start again
-                at 1): drop the pending floor too.
+            deleted: the thread was deleted in the source (accepted for the tier protocol;
+                the keys are deleted either way).
 
         When Redis cannot be reached the thread is remembered and deleted first thing after
         reconnection. Never raises for a Redis problem.
         """
         tid = key.thread_id
-        with self._span(SPAN.CACHE_INVALIDATE, tid, "EVALSHA") as sp:
+        with self._span(SPAN.CACHE_INVALIDATE, tid, "DEL") as sp:
             try:
-                await self._call(
-                    self._invalidate_script, self._all_keys(tid), ["1" if deleted else "0"]
-                )
+                await self._call(self._client.delete, *self.keys(tid))
             except _Unavailable as exc:
                 self._mark_dirty(tid)
                 self._failure(sp, exc, tid)
             except (RedisError, ValueError, TypeError, UnicodeError) as exc:
-                self._mark_dirty(tid)
-                self._garbage(sp, tid, type(exc).__name__)
-
-    async def mark_pending(self, key: ThreadKey, version: int) -> None:
-        """Announce a write of ``version`` before it is sent to the source (one ``EVALSHA``).
-
-        Raises the thread's pending floor to ``version`` (never lowers it). Until a committed
-        version at or above the floor reaches this tier (the writer's write-through, a read
-        fill, or a stamp found by an invalidation), the cached entry and the stamp of the
-        thread are a miss and read fills are refused, so a writer dying between its commit
-        and its write-through (or whose write-through is lost) cannot leave the previous
-        version served. Never raises: when Redis cannot be reached the thread is remembered
-        and its keys deleted first thing after reconnection (an instance cut off from Redis
-        while others reach it cannot protect its writes; see the module docs).
-
-        Args:
-            key: the thread (its ``user_id`` is not used).
-            version: the version the write will create (``expected_version + 1``).
-        """
-        tid = key.thread_id
-        with self._span(SPAN.STAMP_WRITE, tid, "EVALSHA") as sp:
-            if sp.is_recording():
-                sp.set_attribute(ATTR.VERSION, version)
-            try:
-                await self._call(self._mark_script, [self.pending_key(tid)], [version, self.ttl_s])
-            except _Unavailable as exc:
-                self._mark_dirty(tid)
-                self._failure(sp, exc, tid)
-            except (RedisError, ValueError, TypeError) as exc:
                 self._mark_dirty(tid)
                 self._garbage(sp, tid, type(exc).__name__)
 
@@ -972,103 +771,6 @@ class RedisCache:
                 elif not loop.is_closed() and entry.guard is not None:
                     loop.call_soon_threadsafe(entry.guard.cancel)  # the guard closes it
 
-    # ------------------------------------------------------------------ stamps
-
-    async def read_stamp(self, key: ThreadKey) -> Stamp | None:
-        """The thread's version stamp, checked against its pending floor, in one ``MGET``.
-
-        Args:
-            key: the thread and the caller's owner scope.
-
-        Returns:
-            The stamp, or ``None`` when there is none for this owner (never written, expired,
-            invalidated, another owner's, or unparseable): an LRU entry must then not be
-            trusted.
-
-        Raises:
-            TransientStorageError: (``STORAGE_TRANSIENT_001``, ``context["backend"] ==
-                "redis"``) Redis is down, backing off or slower than ``timeout_s``, the
-                stamps are not trusted yet after an outage (:attr:`stamps_trusted`), or a
-                write of the thread is in flight (its pending floor is above the stamp, see
-                :meth:`mark_pending`); the caller should validate against the source of truth
-                instead.
-        """
-        tid = key.thread_id
-        if not self._down and not self._closed and time.monotonic() < self._trusted_at:
-            raise TransientStorageError(
-                "the Redis version stamps are not trusted yet after an outage",
-                context={"backend": "redis"},
-            )
-        stamp: Stamp | None = None
-        with self._span(SPAN.STAMP_READ, tid, "MGET") as sp:
-            try:
-                raw, floor_raw = await self._call(
-                    self._client.mget, self.keys(tid)[2], self.pending_key(tid)
-                )
-            except _Unavailable as exc:
-                self._failure(sp, exc, tid)
-                raise TransientStorageError(
-                    "the Redis cache is unavailable", context={"backend": "redis"}
-                ) from None
-            except (RedisError, UnicodeError, ValueError, TypeError) as exc:
-                self._garbage(sp, tid, type(exc).__name__)
-                return None
-            if raw is not None:
-                try:
-                    version, ms, owner = raw.decode("ascii").split(":", 2)
-                    if owner == _owner(key.user_id):
-                        stamp = Stamp(int(version), int(ms) if ms else None)
-                except (ValueError, UnicodeError, AttributeError):
-                    self._garbage(sp, tid, "stamp")
-                    stamp = None
-            pending = False
-            if floor_raw is not None:
-                try:
-                    floor: int | None = int(floor_raw)
-                except (ValueError, TypeError):
-                    floor = None  # unparseable: a write may be in flight
-                pending = floor is None or stamp is None or floor > stamp.version
-                if pending:
-                    self._stats["pending"] += 1
-        if pending:
-            raise TransientStorageError(
-                "a write of this thread is in flight; validate against the source",
-                context={"backend": "redis"},
-            )
-        return stamp
-
-    async def version_stamp(self, key: ThreadKey) -> int | None:
-        """The stamped version of ``key`` (one ``MGET``), or ``None`` when missing, not this
-        owner's, unparseable, while a write is in flight, or when Redis is unavailable.
-        Never raises."""
-        try:
-            st = await self.read_stamp(key)
-        except TransientStorageError:
-            return None
-        return None if st is None else st.version
-
-    async def set_stamp(
-        self, key: ThreadKey, version: int, *, created_at: float | None = None
-    ) -> None:
-        """Set the thread's version stamp to ``version`` (one round trip), unless Redis holds a
-        newer stamp for the same owner. ``created_at`` (UNIX seconds) makes the stamp tell
-        apart a version number reused after the thread was deleted. Never raises."""
-        tid = key.thread_id
-        owner = _owner(key.user_id)
-        ms = "" if created_at is None else str(_ms(created_at))
-        with self._span(SPAN.STAMP_WRITE, tid, "EVALSHA") as sp:
-            try:
-                await self._call(
-                    self._stamp_script,
-                    [self.keys(tid)[2]],
-                    [version, owner, f"{version}:{ms}:{owner}", self.ttl_s],
-                )
-            except _Unavailable as exc:
-                self._mark_dirty(tid)
-                self._failure(sp, exc, tid)
-            except (RedisError, ValueError, TypeError) as exc:
-                self._garbage(sp, tid, type(exc).__name__)
-
     # ------------------------------------------------------------------ state
 
     @property
@@ -1082,19 +784,11 @@ class RedisCache:
         """``False`` while the tier is backing off after a connection-level failure."""
         return time.monotonic() >= self._down_until
 
-    @property
-    def stamps_trusted(self) -> bool:
-        """Whether version stamps can validate other tiers now: ``False`` while Redis is
-        failing and for ``2 * (reconnect_backoff_s + timeout_s)`` seconds after it came back
-        (other instances may not have reconnected and flushed their lost writes yet)."""
-        return not self._down and not self._closed and time.monotonic() >= self._trusted_at
-
     def stats(self) -> dict[str, int]:
         """Counters since creation: ``hits``, ``misses``, ``writes`` (write-throughs and fills
         that reached Redis), ``failures`` (calls that were down, timed out, lost the
-        connection, met a cluster that is down, or failed inside the client), ``garbage`` (unparseable answers), ``pending`` (reads, stamp reads and
-        refused fills that found a write in flight), and ``dirty`` (threads waiting for
-        deletion after an outage)."""
+        connection, met a cluster that is down, or failed inside the client), ``garbage``
+        (unparseable answers), and ``dirty`` (threads waiting for deletion after an outage)."""
         return {**self._stats, "dirty": len(self._dirty)}
 
     # ------------------------------------------------------------------ internals
@@ -1140,9 +834,7 @@ class RedisCache:
         return result
 
     async def _flush_dirty(self) -> None:
-        """Delete the keys of threads whose writes or invalidations were lost in an outage
-        (data and stamp; a pending floor is left to the write-throughs and fills that settle
-        it)."""
+        """Delete the keys of threads whose writes or invalidations were lost in an outage."""
         if self._dirty_overflow:
             logger.warning(
                 "Redis cache at %s: more than %d threads changed during the outage; some "
@@ -1187,9 +879,8 @@ class RedisCache:
         self._start_probe()
 
     def _mark_up(self) -> None:
-        """Redis answers again: stop backing off, distrust stamps for the grace window."""
+        """Redis answers again: stop backing off."""
         self._down = False
-        self._trusted_at = time.monotonic() + 2 * (self.reconnect_backoff_s + self.timeout_s)
         logger.info("Redis cache at %s is reachable again", self._where)
 
     def _start_probe(self) -> None:
@@ -1303,14 +994,11 @@ class RedisCache:
 class _Scripts:
     """The Lua scripts of the tier, registered on one client."""
 
-    __slots__ = ("get", "invalidate", "mark", "put", "stamp")
+    __slots__ = ("get", "put")
 
     def __init__(self, client: aioredis.Redis | RedisCluster) -> None:
         self.get = client.register_script(_GET_LUA)
         self.put = client.register_script(_PUT_LUA)
-        self.stamp = client.register_script(_SET_STAMP_LUA)
-        self.mark = client.register_script(_MARK_LUA)
-        self.invalidate = client.register_script(_INVALIDATE_LUA)
 
 
 class _LoopClient:

@@ -76,8 +76,6 @@ class SPAN:
     HISTORY = "tenxgraph.checkpoint.history"  # source tier: kept versions
     THREAD_DELETE = "tenxgraph.thread.delete"  # source tier
     CACHE_INVALIDATE = "tenxgraph.cache.invalidate"  # Redis: drop a thread's keys
-    STAMP_READ = "tenxgraph.cache.stamp.read"  # Redis: version stamp (validates an LRU hit)
-    STAMP_WRITE = "tenxgraph.cache.stamp.write"  # Redis: set the version stamp
     LEDGER_READ = "tenxgraph.ledger.read"  # source tier: recorded tool call
     LEDGER_WRITE = "tenxgraph.ledger.write"  # source tier: record a tool call
     TOOL = "execute_tool"  # GenAI convention (development status)

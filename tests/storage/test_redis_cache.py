@@ -28,10 +28,10 @@ from _redis_topology import (  # noqa: F401 - fixtures and the parametrizing hoo
 from opentelemetry import trace
 from redis.crc import key_slot
 
-from tenxgraph.core.exceptions import ConfigError, TransientStorageError
+from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.records import StoredCheckpoint, ThreadKey, expand_ranges
 from tenxgraph.storage.base import CacheTier
-from tenxgraph.storage.redis import RedisCache, Stamp
+from tenxgraph.storage.redis import RedisCache
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -141,7 +141,7 @@ async def test_round_trip_key_layout_and_ttl(
     assert rec == record(1, ((1, 4),))
     assert rec.messages == [blob(1), blob(2), blob(3)]
     keys = sorted(k.decode() for k in raw.keys(redis_prefix + "*"))
-    assert keys == [f"{redis_prefix}{{t1}}:{s}" for s in ("meta", "msgs", "ver")]
+    assert keys == [f"{redis_prefix}{{t1}}:{s}" for s in ("meta", "msgs")]
     # one hash tag per thread: every key of the thread lives in the slot of "t1"
     assert {key_slot(k.encode()) for k in keys} == {key_slot(b"t1")}
     if cache_is_cluster(cache):  # the cluster agrees (CLUSTER KEYSLOT), all on one master
@@ -152,8 +152,6 @@ async def test_round_trip_key_layout_and_ttl(
     meta = raw.hgetall(f"{redis_prefix}{{t1}}:meta")
     assert meta[b"owner"] != b"alice" and b"alice" not in b"".join(meta.values())  # digest only
     assert raw.hlen(f"{redis_prefix}{{t1}}:msgs") == 3
-    assert await cache.version_stamp(KEY) == 1
-    assert await cache.read_stamp(KEY) == Stamp(1, round(rec.created_at * 1000))
     assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 1
 
 
@@ -163,7 +161,7 @@ async def test_hash_tag_with_braces_in_thread_id(cache: RedisCache) -> None:
     assert (await cache.get(key)).messages == [blob(1)]
     assert len({key_slot(k.encode()) for k in cache.keys(key.thread_id)}) == 1
     if cache_is_cluster(cache):
-        slots = {await cache._client.cluster_keyslot(k) for k in cache._all_keys(key.thread_id)}
+        slots = {await cache._client.cluster_keyslot(k) for k in cache.keys(key.thread_id)}
         assert slots == {key_slot(cache.keys(key.thread_id)[0].encode())}
     assert await cache.get(ThreadKey("a", "alice")) is None
 
@@ -171,10 +169,9 @@ async def test_hash_tag_with_braces_in_thread_id(cache: RedisCache) -> None:
 async def test_owner_scope_is_part_of_the_check(cache: RedisCache) -> None:
     await cache.put(record(1, ((1, 2),)))
     assert await cache.get(ThreadKey("t1", "mallory")) is None
-    assert await cache.version_stamp(ThreadKey("t1", "mallory")) is None
     assert await cache.get(KEY) is not None
     await cache.invalidate(ThreadKey("t1", "mallory"))  # invalidation is for every owner
-    assert await cache.get(KEY) is None and await cache.version_stamp(KEY) is None
+    assert await cache.get(KEY) is None
 
 
 async def test_incremental_put_sends_only_new_rows(redis_url: str, redis_prefix: str) -> None:
@@ -221,17 +218,16 @@ async def test_incremental_put_extends_only_the_same_checkpoint(
     assert rec is not None and rec.created_at == 300.0 and rec.messages == [blob(1)]
 
 
-async def test_incremental_put_on_another_version_drops_data_but_stamps(
+async def test_incremental_put_on_another_version_drops_data(
     cache: RedisCache, raw, redis_prefix
 ) -> None:
     await cache.put(record(1, ((1, 3),)))
     await cache.put(record(3, ((1, 4),), messages=False), rows(3))  # Redis holds 1, not 2
     assert await cache.get(KEY) is None
     assert not raw.exists(f"{redis_prefix}{{t1}}:meta", f"{redis_prefix}{{t1}}:msgs")
-    assert await cache.version_stamp(KEY) == 3
-    # nothing cached at all: a write-through still moves the stamp
-    await cache.put(record(4, ((1, 5),), messages=False), rows(4))
-    assert await cache.version_stamp(KEY) == 4 and await cache.get(KEY) is None
+    # nothing cached at all: rows alone install nothing
+    assert await cache.put(record(4, ((1, 5),), messages=False), rows(4)) is False
+    assert await cache.get(KEY) is None
     # the rows of a thread's first version are the whole record
     key2 = ThreadKey("t2", "alice")
     await cache.put(record(1, ((1, 3),), messages=False, key=key2), rows(1, 2))
@@ -255,14 +251,6 @@ async def test_never_goes_backwards(cache: RedisCache) -> None:
     await cache.put(record(3, ((1, 4),), messages=False), rows(3))
     await cache.put(record(2, ((1, 3),), messages=False), rows(2))
     assert (await cache.get(KEY)).version == 3
-    # stamp newer than the data (another instance's write-through with nothing to build on)
-    await cache.put(record(5, ((1, 6),), messages=False), rows(5))
-    await cache.put(record(4, ((1, 5),)))  # stale fill: ignored, the stamp says 5
-    assert await cache.get(KEY) is None and await cache.version_stamp(KEY) == 5
-    await cache.set_stamp(KEY, 2)
-    assert await cache.version_stamp(KEY) == 5
-    await cache.set_stamp(KEY, 7, created_at=12.5)
-    assert await cache.read_stamp(KEY) == Stamp(7, 12500)
 
 
 async def test_framing_is_byte_exact(cache: RedisCache) -> None:
@@ -329,18 +317,6 @@ async def test_garbage_is_a_miss_with_a_warning(
     assert (await cache.get(KEY)).messages == [blob(1), blob(2), blob(3)]
 
 
-async def test_garbage_stamp(cache: RedisCache, raw, redis_prefix, caplog) -> None:
-    await cache.put(record(1, ((1, 2),)))
-    raw.set(f"{redis_prefix}{{t1}}:ver", b"not-a-stamp")
-    with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
-        assert await cache.version_stamp(KEY) is None
-    raw.delete(f"{redis_prefix}{{t1}}:ver")
-    raw.hset(f"{redis_prefix}{{t1}}:ver", "a", 1)  # wrong type
-    assert await cache.version_stamp(KEY) is None
-    await cache.put(record(2, ((1, 3),), messages=False), rows(2))  # repairs it
-    assert await cache.version_stamp(KEY) == 2 and (await cache.get(KEY)).version == 2
-
-
 # --------------------------------------------------------------------------- failures
 
 
@@ -352,11 +328,6 @@ async def test_redis_down_is_a_miss_never_an_error(caplog) -> None:
             assert await cache.get(KEY) is None
             await cache.put(record(1, ((1, 2),)))
             await cache.invalidate(KEY)
-            assert await cache.version_stamp(KEY) is None
-            with pytest.raises(TransientStorageError) as ei:
-                await cache.read_stamp(KEY)
-        assert ei.value.error_code == "STORAGE_TRANSIENT_001"
-        assert ei.value.context == {"backend": "redis"}
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) == 1 and "unavailable" in warnings[0]  # once per outage
         assert "s3cr3t" not in caplog.text and "***" in warnings[0]
@@ -390,32 +361,27 @@ async def test_reconnects_after_restart(dedicated: DedicatedRedis, caplog) -> No
         await cache.aclose()
 
 
-async def test_idle_tier_reconnects_and_distrusts_stamps_for_a_while(
+async def test_idle_tier_reconnects_and_flushes_lost_threads(
     dedicated: DedicatedRedis,
 ) -> None:
     cache = RedisCache(dedicated.url, prefix="x:", timeout_s=0.2, reconnect_backoff_s=0.1)
     try:
         await cache.put(record(1, ((1, 2),)))
-        assert cache.stamps_trusted
+        assert cache.available
         dedicated.stop()
         await cache.put(record(2, ((1, 3),), messages=False), rows(2))  # lost: owed
-        assert not cache.stamps_trusted and cache.stats()["dirty"] == 1
+        assert not cache.available and cache.stats()["dirty"] == 1
         dedicated.start()
         with dedicated.client() as raw:
-            raw.set("x:{t1}:ver", b"1:1:stale")  # stands for data Redis kept
+            raw.hset("x:{t1}:meta", "version", b"1")  # stands for data Redis kept
         for _ in range(250):  # no call at all: the probe reconnects and flushes
             if not cache.stats()["dirty"]:
                 break
             await anyio.sleep(0.02)
         assert cache.stats()["dirty"] == 0
         with dedicated.client() as raw:
-            assert raw.get("x:{t1}:ver") is None
-        assert not cache.stamps_trusted  # grace window: 2 * (0.1 + 0.2) s
-        with pytest.raises(TransientStorageError):
-            await cache.read_stamp(KEY)
-        await anyio.sleep(0.7)
-        assert cache.stamps_trusted
-        assert await cache.read_stamp(KEY) is None
+            assert not raw.exists("x:{t1}:meta")
+        assert cache.available and await cache.get(KEY) is None
     finally:
         await cache.aclose()
 
@@ -437,7 +403,6 @@ async def test_slow_redis_times_out_and_lost_writes_are_not_served_stale(
         await anyio.sleep(0.8)  # the pause is over; Redis still holds version 2
         rec = await cache.get(KEY)
         assert rec is None  # not the stale version 2: the thread's keys were dropped first
-        assert await cache.version_stamp(KEY) is None
     finally:
         await cache.aclose()
 
@@ -509,118 +474,3 @@ def span_exporter():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield exporter
     exporter.shutdown()
-
-
-# --------------------------------------------------------------------------- writes in flight
-
-
-async def test_pending_floor_hides_older_entries_and_stamps(
-    cache: RedisCache, raw, redis_prefix
-) -> None:
-    pending = f"{redis_prefix}{{t1}}:pending"
-    assert cache.pending_key("t1") == pending
-    assert key_slot(pending.encode()) == key_slot(b"t1")
-    await cache.put(record(1, ((1, 2),)))
-    await cache.mark_pending(KEY, 2)
-    assert raw.get(pending) == b"2" and 0 < raw.ttl(pending) <= 600
-    await cache.mark_pending(KEY, 1)  # a late, stale writer never lowers the floor
-    assert raw.get(pending) == b"2"
-    # the entry and the stamp of version 1 are a miss now, for readers and LRU validation
-    assert await cache.get(KEY) is None
-    with pytest.raises(TransientStorageError):
-        await cache.read_stamp(KEY)
-    assert await cache.version_stamp(KEY) is None
-    assert raw.hget(f"{redis_prefix}{{t1}}:meta", "version") == b"1"  # kept, not garbage
-    assert cache.stats()["pending"] == 3 and cache.stats()["garbage"] == 0
-    # a fill of version 1 (read from the source before the commit) is refused
-    await cache.put(record(1, ((1, 2),)))
-    assert cache.stats()["pending"] == 4 and raw.get(pending) == b"2"
-    # the writer's write-through of version 2 settles the floor
-    await cache.put(record(2, ((1, 3),), messages=False), rows(2))
-    assert not raw.exists(pending)
-    assert (await cache.get(KEY)).version == 2
-    assert await cache.read_stamp(KEY) == Stamp(2, round((1_700_000_000.0 + 2) * 1000))
-
-
-async def test_write_through_below_the_floor_keeps_it(cache: RedisCache, raw, redis_prefix) -> None:
-    """Writer A committed 2, writer B (which read 2) announced 3: A's write-through installs
-    version 2 and keeps B's floor; B's write-through clears it."""
-    pending = f"{redis_prefix}{{t1}}:pending"
-    await cache.put(record(1, ((1, 2),)))
-    await cache.mark_pending(KEY, 2)
-    await cache.mark_pending(KEY, 3)
-    await cache.put(record(2, ((1, 3),), messages=False), rows(2))
-    assert raw.get(pending) == b"3"
-    assert raw.hget(f"{redis_prefix}{{t1}}:meta", "version") == b"2"
-    assert await cache.get(KEY) is None
-    await cache.put(record(2, ((1, 3),)))  # a fill of 2 below the floor 3: refused
-    await cache.put(record(3, ((1, 4),), messages=False), rows(3))
-    assert not raw.exists(pending) and (await cache.get(KEY)).version == 3
-
-
-async def test_fill_at_the_floor_settles_it(cache: RedisCache, raw, redis_prefix) -> None:
-    """The writer of version 2 died after its commit: a reader's fill of version 2 (read
-    from the source, so committed) installs it and clears the floor."""
-    await cache.put(record(1, ((1, 2),)))
-    await cache.mark_pending(KEY, 2)
-    await cache.put(record(2, ((1, 3),)))
-    assert not raw.exists(f"{redis_prefix}{{t1}}:pending")
-    assert (await cache.get(KEY)).version == 2 and await cache.version_stamp(KEY) == 2
-
-
-async def test_invalidate_keeps_an_unsettled_floor(cache: RedisCache, raw, redis_prefix) -> None:
-    pending = f"{redis_prefix}{{t1}}:pending"
-    await cache.put(record(2, ((1, 3),)))
-    await cache.mark_pending(KEY, 2)  # settled: the stamp says 2
-    await cache.invalidate(KEY)
-    assert raw.keys(redis_prefix + "*") == []
-    await cache.put(record(2, ((1, 3),)))
-    await cache.mark_pending(KEY, 3)  # another writer in flight
-    await cache.invalidate(KEY)
-    assert [k.decode() for k in raw.keys(redis_prefix + "*")] == [pending]
-    await cache.put(record(2, ((1, 3),)))  # a fill below it: refused
-    assert raw.keys(redis_prefix + "*") == [pending.encode()]
-    await cache.invalidate(KEY, deleted=True)  # the thread was deleted: versions restart
-    assert raw.keys(redis_prefix + "*") == []
-
-
-async def test_garbage_floor(cache: RedisCache, raw, redis_prefix, caplog) -> None:
-    pending = f"{redis_prefix}{{t1}}:pending"
-    await cache.put(record(1, ((1, 2),)))
-    raw.set(pending, b"not-a-version")
-    with pytest.raises(TransientStorageError):  # unparseable: maybe a write in flight
-        await cache.read_stamp(KEY)
-    with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
-        assert await cache.get(KEY) is None
-    assert any("unusable data" in r.getMessage() for r in caplog.records)
-    assert not raw.exists(pending)  # dropped with the data: the next fill repairs the entry
-    await cache.put(record(1, ((1, 2),)))
-    assert (await cache.get(KEY)).version == 1
-    raw.delete(pending)
-    raw.rpush(pending, b"x")  # wrong type: the mark replaces it
-    await cache.mark_pending(KEY, 2)
-    assert raw.get(pending) == b"2"
-
-
-async def test_mark_pending_is_one_command_and_never_raises(
-    redis_url: str, redis_prefix: str, caplog
-) -> None:
-    client = CountingRedis.from_url(redis_url)
-    cache = RedisCache(client=client, prefix=redis_prefix)
-    try:
-        await cache.mark_pending(KEY, 1)
-        assert [c[0] for c in client.commands] == ["EVALSHA"]
-        client.commands.clear()
-        with pytest.raises(TransientStorageError):
-            await cache.read_stamp(KEY)
-        assert [c[0] for c in client.commands] == ["MGET"]
-    finally:
-        await cache.aclose()
-        await client.aclose()
-    down = RedisCache(f"redis://127.0.0.1:{_free_port()}/0", timeout_s=0.2, reconnect_backoff_s=30)
-    try:
-        with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
-            await down.mark_pending(KEY, 1)  # a miss, remembered for after the outage
-        assert down.stats()["dirty"] == 1 and down.stats()["failures"] == 1
-    finally:
-        await down.aclose()
