@@ -20,8 +20,9 @@ find the message rows no kept version can reach any more.
 Concurrency: every operation runs its critical section under one ``threading.Lock`` that is
 never held across an ``await`` (the sections are plain dict work, microseconds long), so the
 store is safe from several tasks, several event loops and several OS threads at once. Each
-operation first yields to the event loop (``anyio.lowlevel.checkpoint``), as real I/O would, so
-a tight loop of store calls cannot starve other tasks and honours cancellation.
+operation first yields to the event loop (``tenxgraph.core._aio.checkpoint``:
+``asyncio.sleep(0)`` on asyncio, anyio's checkpoint otherwise), as real I/O would, so a tight
+loop of store calls cannot starve other tasks and honours cancellation.
 
 Telemetry: an INTERNAL span per checkpoint read and write, version check, history read and
 ledger access (``tenxgraph.cache.tier = "memory"``; no ``db.*`` attributes: this is not a
@@ -37,8 +38,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from anyio.lowlevel import checkpoint
-
+from tenxgraph.core._aio import checkpoint
 from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
