@@ -494,6 +494,14 @@ class _Run:
         self.state = self.prev.state
         self.dirty = False
 
+    def stop_check_due(self) -> bool:
+        """Whether :meth:`stop_requested` has anything to look at now: an in-process request
+        for this thread, or the durable flag's poll is due (a cheap test, no await)."""
+        return (
+            self.key in self.graph._local_stops
+            or time.monotonic() - self.last_stop_poll >= STOP_POLL_S
+        )
+
     async def stop_requested(self) -> bool:
         """Whether a stop was requested since this run started: the in-process request (free,
         checked every time) or, at most once per ``STOP_POLL_S``, the durable one (one read)."""
@@ -607,9 +615,13 @@ async def run_graph(
     config: dict[str, Any] | None,
     granularity: ResponseGranularity = ResponseGranularity.LOW,
     stream: bool = True,
+    rc: RunConfig | None = None,
 ) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
-    """Execute one invocation; yields stream chunks (``None`` in their place when ``stream`` is
-    false) and last a ``RunResult``.
+    """Execute one invocation; yields stream chunks (when ``stream`` is false, only a few
+    ``None`` in their place) and last a ``RunResult``.
+
+    ``rc``: the validated view of ``config`` when the caller made it already (``_drive``
+    does, through ``prepare_run_config``); else ``config`` is validated here.
 
     Raises:
         ConfigError, ValidationError: bad config or input, before anything is written.
@@ -620,8 +632,8 @@ async def run_graph(
     """
     if config is None:
         config = {}
-    # ``_drive`` already validated the dict and assigned this invocation its run_id.
-    rc = normalize_config(config, require_thread=False, new_run=not config.get("run_id"))
+    if rc is None or rc.raw is not config:
+        rc = normalize_config(config, require_thread=False, new_run=not config.get("run_id"))
     state_cls = graph.state_class
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
     run = _Run(graph, rc, granularity)
@@ -1285,7 +1297,7 @@ async def _steps(
             await run.commit(run.state)
             raise rec_exc
         # Stop requested (this process instantly, other processes via the store).
-        if await run.stop_requested():
+        if run.stop_check_due() and await run.stop_requested():
             await _stop(run, state, node)
             yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "status": "stopped"})
             return

@@ -320,7 +320,11 @@ class MemoryStore:
                 ``STORAGE_000`` when a new row reuses a stored seq (a caller bug).
         """
         await checkpoint()
-        attrs = self._attrs(w.thread_id)  # None when tracing is off
+        if not enabled():  # no span to record: the write alone
+            with self._lock:
+                self._apply(w)
+            return w.to_record(None)
+        attrs = self._attrs(w.thread_id)
         if attrs is not None:
             attrs[ATTR.VERSION] = w.expected_version + 1
             attrs[ATTR.MESSAGES_WRITTEN] = len(w.new_messages)
@@ -350,9 +354,9 @@ class MemoryStore:
             # Another run took the lease since this one did: refused like a lost CAS.
             raise fence_lost(w.thread_id, w.expected_version, w.fence)
         # Validate every row before touching anything (all or nothing).
-        rows = t.rows if t is not None else {}
-        seqs = {seq for seq, _ in w.new_messages}
-        if len(seqs) != len(w.new_messages) or any(s in rows for s in seqs):
+        new_rows = w.new_messages
+        seqs = {seq for seq, _ in new_rows}
+        if len(seqs) != len(new_rows) or (t is not None and not t.rows.keys().isdisjoint(seqs)):
             raise StorageError(
                 f"checkpoint write for thread {w.thread_id!r} reuses a stored message seq; "
                 "compute writes with tenxgraph.storage._diff from the latest read",
@@ -362,13 +366,18 @@ class MemoryStore:
             t = _Thread(owner=w.user_id, created_at=w.created_at, updated_at=w.created_at)
             self._threads[w.thread_id] = t
         new_version = w.expected_version + 1
-        for seq, data in w.new_messages:
-            t.rows[seq] = bytes(data)
-        ranges = tuple((int(s), int(e)) for s, e in w.ranges)
+        rows = t.rows
+        for seq, data in new_rows:
+            rows[seq] = bytes(data)
+        ranges = tuple([(int(s), int(e)) for s, e in w.ranges])
         t.versions[new_version] = _Version(
             bytes(w.values), ranges, w.next_seq, w.status, w.created_at
         )
-        ms = min_seq_of(ranges, w.next_seq)
+        if len(ranges) == 1:  # the usual shape: one contiguous range
+            start, end = ranges[0]
+            ms = start if end > start else w.next_seq
+        else:
+            ms = min_seq_of(ranges, w.next_seq)
         window = t.window
         while window and window[-1][1] >= ms:
             window.pop()

@@ -109,13 +109,13 @@ class CompiledGraph(Generic[StateT]):
         stream: bool = True,
     ) -> AsyncGenerator[StreamChunk | _runner.RunResult | None, None]:
         cfg = config if config is not None else {}
-        await prepare_run_config(cfg, self.id_generator)
+        rc = await prepare_run_config(cfg, self.id_generator)
         key = self.checkpointer.key_for(cfg)
         self._closed = False  # a run after aclose() reopens what it needs
         self._running[key] = self._running.get(key, 0) + 1
         try:
             async for chunk in _runner.run_graph(
-                self, input_data, cfg, ResponseGranularity(granularity), stream
+                self, input_data, cfg, ResponseGranularity(granularity), stream, rc=rc
             ):
                 yield chunk
         finally:
