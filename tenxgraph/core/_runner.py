@@ -34,6 +34,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import reducers_of
 from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
+from tenxgraph.core.state.message_block import ToolCallBlock
 from tenxgraph.core.state.reducers import MessageList, add_messages, replace_messages
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
 from tenxgraph.runtime.publisher.events import Event, EventType
@@ -355,7 +356,14 @@ def _with_meta(state: AgentState, **fields: Any) -> AgentState:
 
 
 def _has_tool_calls(msgs: list[Message]) -> bool:
-    return any(m.role == "assistant" and (m.tools_calls or m.tool_calls()) for m in msgs)
+    # ``m.tool_calls()`` is non-empty exactly when ``tools_calls`` is set or a content block
+    # is a ToolCallBlock; tested here without building the list
+    for m in msgs:
+        if m.role == "assistant" and (
+            m.tools_calls or any(isinstance(b, ToolCallBlock) for b in m.content)
+        ):
+            return True
+    return False
 
 
 # -- input --------------------------------------------------------------------------------------

@@ -263,36 +263,46 @@ class MemoryStore:
             ``None`` when the thread does not exist or another user owns it.
         """
         await checkpoint()
+        if not enabled():  # no span to record: the read alone
+            with self._lock:
+                return self._read_since_locked(key, known)
         with span(SPAN.CHECKPOINT_READ, attributes=self._attrs(key.thread_id)) as sp:
             with self._lock:
-                t = self._owned(key)
-                cur = None if t is None else t.versions.get(t.latest)
-                if t is None or cur is None:
-                    sp.set_attribute(ATTR.HIT, False)
-                    return None
-                sp.set_attribute(ATTR.HIT, True)
-                sp.set_attribute(ATTR.VERSION, t.latest)
-                old = None if known is None else t.versions.get(known.version)
-                if known is None or old is None or old.created_at != known.created_at:
-                    return t.record(key.thread_id, t.latest, True)
-                if t.latest == known.version:
-                    return known
-                if known.messages is None or not ranges_extend(old.ranges, cur.ranges):
-                    return t.record(key.thread_id, t.latest, True)
-                rows = t.rows
-                tail = [rows[seq] for seq in tail_seqs(old.ranges, cur.ranges)]
-                return StoredCheckpoint(
-                    thread_id=key.thread_id,
-                    user_id=t.owner,
-                    version=t.latest,
-                    values=cur.values,
-                    ranges=cur.ranges,
-                    messages=known.messages + tail,
-                    next_seq=cur.next_seq,
-                    status=cur.status,
-                    created_at=cur.created_at,
-                    decoded=known.decoded,
-                )
+                rec = self._read_since_locked(key, known)
+            sp.set_attribute(ATTR.HIT, rec is not None)
+            if rec is not None:
+                sp.set_attribute(ATTR.VERSION, rec.version)
+            return rec
+
+    def _read_since_locked(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The body of :meth:`_read_since`, under the lock."""
+        t = self._owned(key)
+        cur = None if t is None else t.versions.get(t.latest)
+        if t is None or cur is None:
+            return None
+        old = None if known is None else t.versions.get(known.version)
+        if known is None or old is None or old.created_at != known.created_at:
+            return t.record(key.thread_id, t.latest, True)
+        if t.latest == known.version:
+            return known
+        if known.messages is None or not ranges_extend(old.ranges, cur.ranges):
+            return t.record(key.thread_id, t.latest, True)
+        rows = t.rows
+        tail = [rows[seq] for seq in tail_seqs(old.ranges, cur.ranges)]
+        return StoredCheckpoint(
+            thread_id=key.thread_id,
+            user_id=t.owner,
+            version=t.latest,
+            values=cur.values,
+            ranges=cur.ranges,
+            messages=known.messages + tail,
+            next_seq=cur.next_seq,
+            status=cur.status,
+            created_at=cur.created_at,
+            decoded=known.decoded,
+        )
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number, or ``None`` when missing or owned by another user."""
