@@ -61,7 +61,8 @@ def _fresh_copy(value: Any, memo: dict[int, Any]) -> Any:
         and value.__pydantic_extra__ is None
         and getattr(value, "__pydantic_private__", None) is None
     ):
-        copied = t.__new__(t)
+        cls: type[BaseModel] = t
+        copied = cls.__new__(cls)
         memo[id(value)] = copied
         memo.setdefault(id(memo), []).append(value)
         _set(copied, "__dict__", {k: _fresh_copy(v, memo) for k, v in value.__dict__.items()})
