@@ -19,9 +19,27 @@ from __future__ import annotations
 import time
 
 from tenxgraph.core.exceptions import NodeTimeoutError, ToolTimeoutError
-from tenxgraph.utils.metrics import _timer_metric, counter
+from tenxgraph.utils.metrics import Counter, TimerMetric, _timer_metric, counter
 
 __all__ = ["node_finished", "tool_finished"]
+
+
+_node_metrics: tuple[Counter, Counter, Counter, Counter, TimerMetric] | None = None
+
+
+def _node_instruments() -> tuple[Counter, Counter, Counter, Counter, TimerMetric]:
+    """The node metrics, looked up once (they are process-wide objects that
+    ``setup_otel_metrics`` re-binds in place, so keeping them is safe)."""
+    global _node_metrics
+    if _node_metrics is None:
+        _node_metrics = (
+            counter("tenxgraph.node.executions"),
+            counter("tenxgraph.node.errors"),
+            counter("tenxgraph.node.timeouts"),
+            counter("tenxgraph.node.stopped"),
+            _timer_metric("tenxgraph.node.duration"),
+        )
+    return _node_metrics
 
 
 def node_finished(node: str, started: float, exc: BaseException | None, stopped: bool) -> None:
@@ -33,16 +51,17 @@ def node_finished(node: str, started: float, exc: BaseException | None, stopped:
         exc: what it raised (``None``: it returned or paused).
         stopped: it ended early on a stop request.
     """
+    executions, errors, timeouts, stops, duration = _node_metrics or _node_instruments()
     attrs = {"node": node}
-    counter("tenxgraph.node.executions").inc(1, attrs)
+    executions.inc(1, attrs)
     failed = isinstance(exc, Exception)
     if failed:
-        counter("tenxgraph.node.errors").inc(1, attrs)
+        errors.inc(1, attrs)
         if isinstance(exc, NodeTimeoutError) and not isinstance(exc, ToolTimeoutError):
-            counter("tenxgraph.node.timeouts").inc(1, attrs)
+            timeouts.inc(1, attrs)
     if stopped:
-        counter("tenxgraph.node.stopped").inc(1, attrs)
-    _timer_metric("tenxgraph.node.duration").observe(
+        stops.inc(1, attrs)
+    duration.observe(
         (time.perf_counter() - started) * 1000.0,
         {"node": node, "outcome": "error" if failed else "ok"},
     )

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
+from pydantic import BaseModel
 
 from tenxgraph.core._context import _RUN, RunContext
 from tenxgraph.core.config import RunConfig, normalize_config
@@ -32,8 +32,10 @@ from tenxgraph.core.exceptions import (
     ValidationError,
 )
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.agent_state import reducers_of
 from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
-from tenxgraph.core.state.reducers import MessageList
+from tenxgraph.core.state.message_block import ToolCallBlock
+from tenxgraph.core.state.reducers import MessageList, add_messages, replace_messages
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
 from tenxgraph.runtime.publisher.events import Event, EventType
 from tenxgraph.telemetry import (
@@ -50,6 +52,7 @@ from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import END, START, ResponseGranularity
 from tenxgraph.utils.interrupts import GraphInterrupt
 
+from ._deadline import NodeDeadline
 from ._input_validation import validate_input
 from ._lease import RunLease, rollback_target, strategy_of
 from ._publish import publish_event
@@ -65,6 +68,8 @@ if TYPE_CHECKING:
 __all__ = ["GraphInterrupt", "RunResult", "apply_update", "normalize_return", "run_graph"]
 
 log = logging.getLogger("tenxgraph.runner")
+
+_M = TypeVar("_M", bound=BaseModel)
 
 #: Seconds between two reads of the durable stop flag during a run (the in-process flag is
 #: checked between every two nodes for free).
@@ -257,8 +262,6 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
     Raises:
         ValidationError: ``VALIDATION_000`` when a value fails the field's type.
     """
-    from tenxgraph.core.state import reducers_of
-
     if not update:
         return state, []
     replace = update.pop("__replace__", False)
@@ -280,16 +283,12 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
                         context={"field": "context"},
                     )
             if replace:
-                from tenxgraph.core.state.reducers import replace_messages
-
                 changes[name] = (
                     msgs
                     if isinstance(msgs, MessageList) and msgs is old_ctx
                     else replace_messages(None, msgs)
                 )
             elif append:
-                from tenxgraph.core.state.reducers import add_messages
-
                 changes[name] = add_messages(old_ctx, msgs)
             else:
                 changes[name] = reducers[name](old_ctx, msgs)
@@ -299,7 +298,7 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
             # A shallow copy as the validation target: ``model_construct()`` would run every
             # default factory (and pydantic inspects their signatures), ~1 ms per node.
             if probe is None:
-                probe = state.model_copy()
+                probe = _copy_with(state, {})
             cls.__pydantic_validator__.validate_assignment(probe, name, new_value)
             new_value = getattr(probe, name)
         except Exception as exc:  # pydantic's ValidationError
@@ -307,7 +306,7 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
                 f"invalid value for state field {name!r}: {exc}", context={"field": name}
             ) from None
         changes[name] = new_value
-    new_state = state.model_copy(update=changes)
+    new_state = _copy_with(state, changes)
     new_ctx = new_state.context
     if new_ctx is old_ctx:
         return new_state, []
@@ -322,13 +321,49 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
     return new_state, [m for m in new_ctx if m.message_id not in old_ids]
 
 
+_set = object.__setattr__
+
+
+def _copy_with(model: _M, changes: dict[str, Any]) -> _M:
+    """``model.model_copy(update=changes)``, without its generic steps: a shallow copy whose
+    fields in ``changes`` are replaced (not validated) and counted as set.
+
+    Falls back to ``model_copy`` for a model that keeps extra fields (``extra="allow"``) or
+    private attributes.
+    """
+    if getattr(model, "__pydantic_private__", None) is not None or (
+        model.__pydantic_extra__ is not None
+    ):
+        return model.model_copy(update=changes)
+    cls = type(model)
+    copied = cls.__new__(cls)
+    values = model.__dict__.copy()
+    if changes:
+        values.update(changes)
+        fields_set = model.__pydantic_fields_set__ | changes.keys()
+    else:
+        fields_set = set(model.__pydantic_fields_set__)
+    _set(copied, "__dict__", values)
+    _set(copied, "__pydantic_extra__", None)
+    _set(copied, "__pydantic_fields_set__", fields_set)
+    _set(copied, "__pydantic_private__", None)
+    return copied
+
+
 def _with_meta(state: AgentState, **fields: Any) -> AgentState:
-    meta = state.execution_meta.model_copy(update=fields)
-    return state.model_copy(update={"execution_meta": meta})
+    meta = _copy_with(state.execution_meta, fields)
+    return _copy_with(state, {"execution_meta": meta})
 
 
 def _has_tool_calls(msgs: list[Message]) -> bool:
-    return any(m.role == "assistant" and (m.tools_calls or m.tool_calls()) for m in msgs)
+    # ``m.tool_calls()`` is non-empty exactly when ``tools_calls`` is set or a content block
+    # is a ToolCallBlock; tested here without building the list
+    for m in msgs:
+        if m.role == "assistant" and (
+            m.tools_calls or any(isinstance(b, ToolCallBlock) for b in m.content)
+        ):
+            return True
+    return False
 
 
 # -- input --------------------------------------------------------------------------------------
@@ -436,6 +471,8 @@ class _Run:
         #: whether a checkpoint with a final status (not ``running``) ends this run, so that
         #: its write may release the lease (false while finishing an earlier run first)
         self.may_release = True
+        #: the ``node_timeout`` deadline of this run's nodes (``None``: no timeout)
+        self.deadline = None if rc.node_timeout is None else NodeDeadline(rc.node_timeout)
 
     async def commit(self, state: AgentState) -> None:
         # a raising on_checkpoint is not asked again for the error checkpoint it caused
@@ -464,6 +501,14 @@ class _Run:
             lease.released_by_write()
         self.state = self.prev.state
         self.dirty = False
+
+    def stop_check_due(self) -> bool:
+        """Whether :meth:`stop_requested` has anything to look at now: an in-process request
+        for this thread, or the durable flag's poll is due (a cheap test, no await)."""
+        return (
+            self.key in self.graph._local_stops
+            or time.monotonic() - self.last_stop_poll >= STOP_POLL_S
+        )
 
     async def stop_requested(self) -> bool:
         """Whether a stop was requested since this run started: the in-process request (free,
@@ -578,9 +623,13 @@ async def run_graph(
     config: dict[str, Any] | None,
     granularity: ResponseGranularity = ResponseGranularity.LOW,
     stream: bool = True,
+    rc: RunConfig | None = None,
 ) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
-    """Execute one invocation; yields stream chunks (``None`` in their place when ``stream`` is
-    false) and last a ``RunResult``.
+    """Execute one invocation; yields stream chunks (when ``stream`` is false, only a few
+    ``None`` in their place) and last a ``RunResult``.
+
+    ``rc``: the validated view of ``config`` when the caller made it already (``_drive``
+    does, through ``prepare_run_config``); else ``config`` is validated here.
 
     Raises:
         ConfigError, ValidationError: bad config or input, before anything is written.
@@ -591,8 +640,8 @@ async def run_graph(
     """
     if config is None:
         config = {}
-    # ``_drive`` already validated the dict and assigned this invocation its run_id.
-    rc = normalize_config(config, require_thread=False, new_run=not config.get("run_id"))
+    if rc is None or rc.raw is not config:
+        rc = normalize_config(config, require_thread=False, new_run=not config.get("run_id"))
     state_cls = graph.state_class
     input_msgs, field_updates, resume_value, has_resume = parse_input(input_data, state_cls)
     run = _Run(graph, rc, granularity)
@@ -645,17 +694,35 @@ async def run_graph(
         )
     finally:
         # -- run lease: released here when the run's last write did not release it
+        if run.deadline is not None:
+            run.deadline.close()
         if run.lease is not None:
             await run.lease.release()
         run_span.end()
 
 
+class _Nothing:
+    """An awaitable that completes at once without yielding (on any event loop)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Any:
+        return iter(())
+
+
+_NOTHING = _Nothing()
+
+
 def _publish(
     run: _Run, event: Event, event_type: EventType, node: str | None = None, **data: Any
 ) -> Any:
-    """Publish one event of this run to the graph's publisher (``compile(publisher=...)``)."""
+    """Publish one event of this run to the graph's publisher (``compile(publisher=...)``);
+    without a publisher, an awaitable that does nothing (no coroutine is made)."""
+    publisher = getattr(run.graph, "publisher", None)
+    if publisher is None:
+        return _NOTHING
     return publish_event(
-        getattr(run.graph, "publisher", None),
+        publisher,
         event,
         event_type,
         run.rc.thread_id,
@@ -961,10 +1028,142 @@ def _node_span(run: _Run, node: str, state: AgentState, is_replay: bool) -> Any:
     )
 
 
+class _NodeCall:
+    """The fixed parts of one node execution, shared by :func:`_call_node` (a node that
+    returns) and :func:`_execute_node` (a generator node)."""
+
+    __slots__ = ("ctx0", "n0", "native", "node", "obj", "span", "started", "state", "step")
+
+    def __init__(self, run: _Run, node: str, state: AgentState, is_replay: bool) -> None:
+        self.node = node
+        self.state = state
+        self.obj = obj = run.graph.node_objects[node]
+        self.ctx0 = state.context
+        self.n0 = len(self.ctx0)
+        self.step = state.execution_meta.step
+        # plain ``async def`` node code may run under the cheaper asyncio-native deadline;
+        # sync nodes (worker threads) and the runtime's own nodes (Agent, ToolNode: shielded
+        # cleanup) keep anyio's cancel scope (see tenxgraph.core._deadline)
+        self.native = (
+            obj.is_async
+            and obj.generator != "sync"
+            and not getattr(obj.func, "_tenxgraph_node", False)
+        )
+        if run.deadline is not None:
+            run.deadline.begin()
+        self.started = time.perf_counter()
+        with use_span(run.span):  # the node span is a child of the run span
+            self.span = _node_span(run, node, state, is_replay)
+
+
+async def _node_code(run: _Run, nc: _NodeCall, fn: Any, *args: Any) -> Any:
+    """``await fn(*args)``: one piece of node code, with the run context variable, the node
+    span and the ``node_timeout`` deadline entered around it (and left before anything is
+    yielded to the consumer: see :func:`_execute_node`)."""
+    token = _RUN.set(run.ctx)
+    try:
+        with use_span(run.span), use_span(nc.span):
+            deadline = run.deadline
+            if deadline is None:
+                return await fn(*args)
+            try:
+                return await deadline.call(fn, *args, native=nc.native)
+            except TimeoutError:
+                timeout = run.rc.node_timeout
+                raise NodeTimeoutError(
+                    f"node {nc.node!r} ran longer than node_timeout={timeout} s",
+                    context={"node": nc.node, "timeout_s": timeout},
+                ) from None
+    finally:
+        _RUN.reset(token)
+
+
+async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOutcome) -> None:
+    """The node returned (or its generator ended): apply what it produced, route, record."""
+    node, state, ctx0 = nc.node, nc.state, nc.ctx0
+    appended = _take_in_place_appends(ctx0, nc.n0)
+    new_msgs: list[Message]
+    new_state, new_msgs = state, []
+    if appended:
+        new_state, new_msgs = apply_update(state, {"context": appended, "__append__": True})
+        out.keys.add("context")
+    goto = None
+    for ret in returned:
+        updates, g = node_updates(ret, new_state, node)
+        goto = g if g is not None else goto
+        for upd in updates:
+            if upd.get("__replace__") and upd.get("context") is ctx0:
+                # The node returned the state it received (after appending to its
+                # context in place): keep the messages taken above.
+                upd["context"] = new_state.context
+            out.keys.update(k for k in upd if not k.startswith("__"))
+            new_state, more = apply_update(new_state, upd)
+            new_msgs.extend(more)
+    with use_span(run.span), use_span(nc.span):
+        out.nxt = await _route(run.graph, node, new_state, run.rc.raw, goto)
+    out.new_state, out.new_msgs = new_state, new_msgs
+    await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=nc.step, next=out.nxt)
+    node_finished(node, nc.started, None, out.stopped)
+
+
+async def _node_paused(run: _Run, nc: _NodeCall, exc: BaseException, out: _NodeOutcome) -> bool:
+    """When ``exc`` is a pause (``interrupt()``, alone or in a group of them): record it in
+    ``out`` and return ``True``; else ``False`` (an error)."""
+    payloads = _interrupt_payloads(exc)
+    if payloads is None:
+        return False
+    del nc.ctx0[nc.n0 :]  # the node re-runs on resume: nothing of this attempt is kept
+    out.pause = payloads
+    await _publish(run, Event.NODE_EXECUTION, EventType.INTERRUPTED, nc.node, step=nc.step)
+    node_finished(nc.node, nc.started, None, False)
+    return True
+
+
+async def _node_failed(run: _Run, nc: _NodeCall, exc: BaseException) -> None:
+    """The node raised ``exc`` (re-raised by the caller): record it and, for a node failure,
+    checkpoint the state before the node with status ``error``."""
+    record_error(nc.span, exc)
+    if isinstance(exc, Exception):
+        node_finished(nc.node, nc.started, exc, False)
+        await _publish(
+            run,
+            Event.NODE_EXECUTION,
+            EventType.ERROR,
+            nc.node,
+            step=nc.step,
+            **_error_data(exc),
+        )
+    if len(nc.ctx0) > nc.n0:
+        del nc.ctx0[nc.n0 :]  # the state before the node is what an error checkpoint holds
+    if isinstance(exc, Exception) and _should_save_error(exc):
+        await _save_error(run, nc.state, nc.node, exc)
+
+
+async def _call_node(
+    run: _Run, node: str, state: AgentState, is_replay: bool, out: _NodeOutcome
+) -> None:
+    """Run one node that is not a generator, filling ``out`` (a coroutine: nothing to
+    stream, so no generator is made)."""
+    nc = _NodeCall(run, node, state, is_replay)
+    await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=nc.step)
+    try:
+        try:
+            returned = await _node_code(run, nc, nc.obj, state, run.rc.raw)
+            await _node_done(run, nc, [returned], out)
+        except (GraphInterrupt, BaseExceptionGroup) as gi:
+            if not await _node_paused(run, nc, gi, out):
+                raise
+    except BaseException as exc:
+        await _node_failed(run, nc, exc)
+        raise
+    finally:
+        nc.span.end()
+
+
 async def _execute_node(
     run: _Run, node: str, state: AgentState, is_replay: bool, out: _NodeOutcome
 ) -> AsyncGenerator[StreamChunk | None, None]:
-    """Run one node, filling ``out``; yields the message chunks of a generator node as it
+    """Run one generator node, filling ``out``; yields the message chunks as the node
     yields them.
 
     The run context variable, the node span and the ``node_timeout`` deadline are entered
@@ -973,123 +1172,50 @@ async def _execute_node(
     through the portal), where a context variable token or a cancel scope entered here could
     not be left.
     """
-    graph, rc = run.graph, run.rc
-    node_obj = graph.node_objects[node]
-    ctx0 = state.context
-    n0 = len(ctx0)
-    deadline = None if rc.node_timeout is None else time.monotonic() + rc.node_timeout
-    meta = {"node": node, "step": state.execution_meta.step}
-    started = time.perf_counter()
-    with use_span(run.span):  # the node span is a child of the run span
-        node_span = _node_span(run, node, state, is_replay)
-    await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=meta["step"])
-
-    async def step(fn: Any, *args: Any) -> Any:
-        token = _RUN.set(run.ctx)
-        try:
-            with use_span(run.span), use_span(node_span):
-                if deadline is None:
-                    return await fn(*args)
-                left = deadline - time.monotonic()
-                try:
-                    with anyio.fail_after(max(left, 0.0)):
-                        return await fn(*args)
-                except TimeoutError:
-                    raise NodeTimeoutError(
-                        f"node {node!r} ran longer than node_timeout={rc.node_timeout} s",
-                        context={"node": node, "timeout_s": rc.node_timeout},
-                    ) from None
-        finally:
-            _RUN.reset(token)
-
+    nc = _NodeCall(run, node, state, is_replay)
+    meta = {"node": node, "step": nc.step}
+    await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=nc.step)
     try:
         try:
-            if node_obj.generator is None:
-                returned: list[Any] = [await step(node_obj, state, rc.raw)]
-            else:
-                returned = []
-                agen = node_obj.open_generator(state, rc.raw)
-                try:
-                    while True:
-                        try:
-                            item = await step(agen.__anext__)
-                        except StopAsyncIteration:
-                            break
-                        if isinstance(item, StreamChunk):
-                            # A tool's progress (StreamEmitter): streamed, never stored.
+            returned: list[Any] = []
+            agen = nc.obj.open_generator(state, run.rc.raw)
+            try:
+                while True:
+                    try:
+                        item = await _node_code(run, nc, agen.__anext__)
+                    except StopAsyncIteration:
+                        break
+                    if isinstance(item, StreamChunk):
+                        # A tool's progress (StreamEmitter): streamed, never stored.
+                        if run.stream:
+                            yield item
+                        continue
+                    for m in item if isinstance(item, list) else [item]:
+                        if isinstance(m, (str, Message)):
+                            msg = _as_message(m, node)
+                            if not msg.delta:
+                                returned.append(msg)
+                                out.streamed.add(msg.message_id)
                             if run.stream:
-                                yield item
-                            continue
-                        for m in item if isinstance(item, list) else [item]:
-                            if isinstance(m, (str, Message)):
-                                msg = _as_message(m, node)
-                                if not msg.delta:
-                                    returned.append(msg)
-                                    out.streamed.add(msg.message_id)
                                 yield _chunk(run, StreamEvent.MESSAGE, message=msg, metadata=meta)
-                            else:
-                                returned.append(m)
-                        if await run.stop_requested():
-                            # Stop between two items: what was yielded so far is the node's
-                            # output (as "stop generating" keeps a partial reply).
-                            out.stopped = True
-                            break
-                finally:
-                    await step(agen.aclose)
-            appended = _take_in_place_appends(ctx0, n0)
-            new_msgs: list[Message]
-            new_state, new_msgs = state, []
-            if appended:
-                new_state, new_msgs = apply_update(state, {"context": appended, "__append__": True})
-                out.keys.add("context")
-            goto = None
-            for ret in returned:
-                updates, g = node_updates(ret, new_state, node)
-                goto = g if g is not None else goto
-                for upd in updates:
-                    if upd.get("__replace__") and upd.get("context") is ctx0:
-                        # The node returned the state it received (after appending to its
-                        # context in place): keep the messages taken above.
-                        upd["context"] = new_state.context
-                    out.keys.update(k for k in upd if not k.startswith("__"))
-                    new_state, more = apply_update(new_state, upd)
-                    new_msgs.extend(more)
-            with use_span(run.span), use_span(node_span):
-                out.nxt = await _route(graph, node, new_state, rc.raw, goto)
-            out.new_state, out.new_msgs = new_state, new_msgs
-            await _publish(
-                run, Event.NODE_EXECUTION, EventType.END, node, step=meta["step"], next=out.nxt
-            )
-            node_finished(node, started, None, out.stopped)
+                        else:
+                            returned.append(m)
+                    if await run.stop_requested():
+                        # Stop between two items: what was yielded so far is the node's
+                        # output (as "stop generating" keeps a partial reply).
+                        out.stopped = True
+                        break
+            finally:
+                await _node_code(run, nc, agen.aclose)
+            await _node_done(run, nc, returned, out)
         except (GraphInterrupt, BaseExceptionGroup) as gi:
-            payloads = _interrupt_payloads(gi)
-            if payloads is None:
+            if not await _node_paused(run, nc, gi, out):
                 raise
-            del ctx0[n0:]  # the node re-runs on resume: nothing of this attempt is kept
-            out.pause = payloads
-            await _publish(
-                run, Event.NODE_EXECUTION, EventType.INTERRUPTED, node, step=meta["step"]
-            )
-            node_finished(node, started, None, False)
     except BaseException as exc:
-        record_error(node_span, exc)
-        if isinstance(exc, Exception):
-            node_finished(node, started, exc, False)
-            await _publish(
-                run,
-                Event.NODE_EXECUTION,
-                EventType.ERROR,
-                node,
-                step=meta["step"],
-                **_error_data(exc),
-            )
-        if len(ctx0) > n0:
-            del ctx0[n0:]  # the state before the node is what an error checkpoint holds
-        if isinstance(exc, Exception) and _should_save_error(exc):
-            await _save_error(run, state, node, exc)
+        await _node_failed(run, nc, exc)
         raise
     finally:
-        node_span.end()
+        nc.span.end()
 
 
 def _earlier_turn(
@@ -1179,7 +1305,7 @@ async def _steps(
             await run.commit(run.state)
             raise rec_exc
         # Stop requested (this process instantly, other processes via the store).
-        if await run.stop_requested():
+        if run.stop_check_due() and await run.stop_requested():
             await _stop(run, state, node)
             yield _chunk(run, StreamEvent.UPDATES, data={"node": node, "status": "stopped"})
             return
@@ -1209,8 +1335,11 @@ async def _steps(
                 graph._counters.add(1, {ATTR.NODE: node})
         first = False
         out = _NodeOutcome()
-        async for ch in _execute_node(run, node, state, is_replay, out):
-            yield ch
+        if graph.node_objects[node].generator is None:
+            await _call_node(run, node, state, is_replay, out)
+        else:
+            async for ch in _execute_node(run, node, state, is_replay, out):
+                yield ch
         if out.pause is not None:
             run.state = _with_meta(
                 state,
@@ -1258,17 +1387,18 @@ async def _steps(
         else:
             run.dirty = True
         meta = {"node": node, "step": state.execution_meta.step}
-        for m in new_msgs:
-            if m.message_id not in out.streamed:
-                yield _chunk(run, StreamEvent.MESSAGE, message=m, metadata=meta)
-        yield _chunk(
-            run,
-            StreamEvent.UPDATES,
-            data={"node": node, "next": nxt, "keys": sorted(out.keys)},
-            metadata=meta,
-        )
-        if run.granularity != ResponseGranularity.LOW:
-            yield _chunk(run, StreamEvent.STATE, state=run.state, metadata=meta)
+        if run.stream:  # ainvoke drops every chunk: none is built
+            for m in new_msgs:
+                if m.message_id not in out.streamed:
+                    yield _chunk(run, StreamEvent.MESSAGE, message=m, metadata=meta)
+            yield _chunk(
+                run,
+                StreamEvent.UPDATES,
+                data={"node": node, "next": nxt, "keys": sorted(out.keys)},
+                metadata=meta,
+            )
+            if run.granularity != ResponseGranularity.LOW:
+                yield _chunk(run, StreamEvent.STATE, state=run.state, metadata=meta)
         if status == ExecutionStatus.STOPPED:
             await _clear_stop(run)
             yield _chunk(

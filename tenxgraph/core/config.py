@@ -15,8 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
-import uuid
 from typing import Any
+
+from tenxgraph._uuid import uuid4_str
 
 from .exceptions import ConfigError
 
@@ -314,7 +315,7 @@ def normalize_config(
                 "config['thread_id'] is required, e.g. config={'thread_id': 'conv-1'}",
                 context={"key": "thread_id"},
             )
-        tid = str(uuid.uuid4())
+        tid = uuid4_str()
     if isinstance(tid, bool) or not isinstance(tid, (str, int)):
         raise ConfigError(
             f"config['thread_id'] must be a str or int, got {type(tid).__name__}",
@@ -353,7 +354,7 @@ def normalize_config(
     if new_run and (not config.get("run_id") or generated):
         # A run_id the runtime generated for an earlier run of this same config dict is not
         # reused: each invocation is its own run.
-        config["run_id"] = str(uuid.uuid4())
+        config["run_id"] = uuid4_str()
         config["_run_id_auto"] = config["run_id"]
     elif "run_id" in config:
         config["run_id"] = str(config["run_id"])

@@ -20,8 +20,14 @@ find the message rows no kept version can reach any more.
 Concurrency: every operation runs its critical section under one ``threading.Lock`` that is
 never held across an ``await`` (the sections are plain dict work, microseconds long), so the
 store is safe from several tasks, several event loops and several OS threads at once. Each
-operation first yields to the event loop (``anyio.lowlevel.checkpoint``), as real I/O would, so
-a tight loop of store calls cannot starve other tasks and honours cancellation.
+operation first yields to the event loop (``tenxgraph.core._aio.checkpoint``:
+``asyncio.sleep(0)`` on asyncio, anyio's checkpoint otherwise), as real I/O would, so a tight
+loop of store calls cannot starve other tasks and honours cancellation. The checkpoint reads
+and writes of the step path (``read``, ``read_since``, ``write``, ``current_version``) yield
+when :data:`YIELD_EVERY_S` or more has passed since this store last yielded: a round trip
+through the event loop costs ~10 microseconds under a graph run's coroutine stack, as much as
+the write itself, and once per millisecond keeps other tasks and cancellation at most that
+late.
 
 Telemetry: an INTERNAL span per checkpoint read and write, version check, history read and
 ledger access (``tenxgraph.cache.tier = "memory"``; no ``db.*`` attributes: this is not a
@@ -37,8 +43,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from anyio.lowlevel import checkpoint
-
+from tenxgraph.core._aio import checkpoint
 from tenxgraph.core.exceptions import (
     LedgerWriteError,
     ResourceNotFoundError,
@@ -66,6 +71,10 @@ from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 __all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]
 
 _EMPTY_METADATA = serde.dumps({})
+
+#: Seconds of store work after which a step-path operation yields to the event loop (see the
+#: module docstring); the other operations always yield.
+YIELD_EVERY_S = 0.001
 
 
 def min_seq_of(ranges: tuple[Range, ...], next_seq: int) -> int:
@@ -175,6 +184,8 @@ class MemoryStore:
         self._stops: dict[str, dict[str, float]] = {}
         #: the run leases (docs/how-to/run-lease.md), under the same lock as the threads
         self._leases = LeaseTable()
+        #: ``time.monotonic()`` of this store's last yield to the event loop
+        self._yielded_at = 0.0
 
     def __repr__(self) -> str:
         return f"MemoryStore(threads={len(self._threads)})"
@@ -187,6 +198,14 @@ class MemoryStore:
     async def aclose(self) -> None:
         """Nothing to release; the data stays readable (idempotent)."""
         await checkpoint()
+
+    async def _pace(self) -> None:
+        """Yield to the event loop when :data:`YIELD_EVERY_S` has passed since the last yield
+        (the step path's operations; see the module docstring)."""
+        now = time.monotonic()
+        if now - self._yielded_at >= YIELD_EVERY_S:
+            self._yielded_at = now
+            await checkpoint()
 
     def _attrs(self, thread_id: str) -> dict[str, Any] | None:
         """Initial span attributes, or ``None`` (no dict built) when tracing is off."""
@@ -225,7 +244,7 @@ class MemoryStore:
             A private copy of the record, or ``None`` when the thread or version does not exist
             or another user owns the thread (exactly as if it did not exist).
         """
-        await checkpoint()
+        await self._pace()
         with span(SPAN.CHECKPOINT_READ, attributes=self._attrs(key.thread_id)) as sp:
             with self._lock:
                 t = self._owned(key)
@@ -262,41 +281,51 @@ class MemoryStore:
             ``known.messages`` (and ``known.decoded``) when the thread only appended since;
             ``None`` when the thread does not exist or another user owns it.
         """
-        await checkpoint()
+        await self._pace()
+        if not enabled():  # no span to record: the read alone
+            with self._lock:
+                return self._read_since_locked(key, known)
         with span(SPAN.CHECKPOINT_READ, attributes=self._attrs(key.thread_id)) as sp:
             with self._lock:
-                t = self._owned(key)
-                cur = None if t is None else t.versions.get(t.latest)
-                if t is None or cur is None:
-                    sp.set_attribute(ATTR.HIT, False)
-                    return None
-                sp.set_attribute(ATTR.HIT, True)
-                sp.set_attribute(ATTR.VERSION, t.latest)
-                old = None if known is None else t.versions.get(known.version)
-                if known is None or old is None or old.created_at != known.created_at:
-                    return t.record(key.thread_id, t.latest, True)
-                if t.latest == known.version:
-                    return known
-                if known.messages is None or not ranges_extend(old.ranges, cur.ranges):
-                    return t.record(key.thread_id, t.latest, True)
-                rows = t.rows
-                tail = [rows[seq] for seq in tail_seqs(old.ranges, cur.ranges)]
-                return StoredCheckpoint(
-                    thread_id=key.thread_id,
-                    user_id=t.owner,
-                    version=t.latest,
-                    values=cur.values,
-                    ranges=cur.ranges,
-                    messages=known.messages + tail,
-                    next_seq=cur.next_seq,
-                    status=cur.status,
-                    created_at=cur.created_at,
-                    decoded=known.decoded,
-                )
+                rec = self._read_since_locked(key, known)
+            sp.set_attribute(ATTR.HIT, rec is not None)
+            if rec is not None:
+                sp.set_attribute(ATTR.VERSION, rec.version)
+            return rec
+
+    def _read_since_locked(
+        self, key: ThreadKey, known: StoredCheckpoint | None
+    ) -> StoredCheckpoint | None:
+        """The body of :meth:`_read_since`, under the lock."""
+        t = self._owned(key)
+        cur = None if t is None else t.versions.get(t.latest)
+        if t is None or cur is None:
+            return None
+        old = None if known is None else t.versions.get(known.version)
+        if known is None or old is None or old.created_at != known.created_at:
+            return t.record(key.thread_id, t.latest, True)
+        if t.latest == known.version:
+            return known
+        if known.messages is None or not ranges_extend(old.ranges, cur.ranges):
+            return t.record(key.thread_id, t.latest, True)
+        rows = t.rows
+        tail = [rows[seq] for seq in tail_seqs(old.ranges, cur.ranges)]
+        return StoredCheckpoint(
+            thread_id=key.thread_id,
+            user_id=t.owner,
+            version=t.latest,
+            values=cur.values,
+            ranges=cur.ranges,
+            messages=known.messages + tail,
+            next_seq=cur.next_seq,
+            status=cur.status,
+            created_at=cur.created_at,
+            decoded=known.decoded,
+        )
 
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number, or ``None`` when missing or owned by another user."""
-        await checkpoint()
+        await self._pace()
         with span(SPAN.CURRENT_VERSION, attributes=self._attrs(key.thread_id)):
             with self._lock:
                 t = self._owned(key)
@@ -319,8 +348,12 @@ class MemoryStore:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread;
                 ``STORAGE_000`` when a new row reuses a stored seq (a caller bug).
         """
-        await checkpoint()
-        attrs = self._attrs(w.thread_id)  # None when tracing is off
+        await self._pace()
+        if not enabled():  # no span to record: the write alone
+            with self._lock:
+                self._apply(w)
+            return w.to_record(None)
+        attrs = self._attrs(w.thread_id)
         if attrs is not None:
             attrs[ATTR.VERSION] = w.expected_version + 1
             attrs[ATTR.MESSAGES_WRITTEN] = len(w.new_messages)
@@ -350,9 +383,9 @@ class MemoryStore:
             # Another run took the lease since this one did: refused like a lost CAS.
             raise fence_lost(w.thread_id, w.expected_version, w.fence)
         # Validate every row before touching anything (all or nothing).
-        rows = t.rows if t is not None else {}
-        seqs = {seq for seq, _ in w.new_messages}
-        if len(seqs) != len(w.new_messages) or any(s in rows for s in seqs):
+        new_rows = w.new_messages
+        seqs = {seq for seq, _ in new_rows}
+        if len(seqs) != len(new_rows) or (t is not None and not t.rows.keys().isdisjoint(seqs)):
             raise StorageError(
                 f"checkpoint write for thread {w.thread_id!r} reuses a stored message seq; "
                 "compute writes with tenxgraph.storage._diff from the latest read",
@@ -362,13 +395,18 @@ class MemoryStore:
             t = _Thread(owner=w.user_id, created_at=w.created_at, updated_at=w.created_at)
             self._threads[w.thread_id] = t
         new_version = w.expected_version + 1
-        for seq, data in w.new_messages:
-            t.rows[seq] = bytes(data)
-        ranges = tuple((int(s), int(e)) for s, e in w.ranges)
+        rows = t.rows
+        for seq, data in new_rows:
+            rows[seq] = bytes(data)
+        ranges = tuple([(int(s), int(e)) for s, e in w.ranges])
         t.versions[new_version] = _Version(
             bytes(w.values), ranges, w.next_seq, w.status, w.created_at
         )
-        ms = min_seq_of(ranges, w.next_seq)
+        if len(ranges) == 1:  # the usual shape: one contiguous range
+            start, end = ranges[0]
+            ms = start if end > start else w.next_seq
+        else:
+            ms = min_seq_of(ranges, w.next_seq)
         window = t.window
         while window and window[-1][1] >= ms:
             window.pop()

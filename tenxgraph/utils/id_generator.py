@@ -17,11 +17,11 @@ import inspect
 import secrets
 import string
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from typing import Any
 
+from tenxgraph._uuid import uuid4_hex, uuid4_str
 from tenxgraph.core.exceptions import GraphError
 
 __all__ = [
@@ -36,6 +36,8 @@ __all__ = [
     "TimestampIDGenerator",
     "UUIDGenerator",
     "generate_id",
+    "uuid4_hex",
+    "uuid4_str",
 ]
 
 
@@ -111,7 +113,7 @@ class UUIDGenerator(BaseIDGenerator):
     def generate(self) -> str:
         """Returns:
         a new uuid4 string such as ``"0b7e3c1a-5d2f-4e8b-9a61-2c4f8d7e1b30"``."""
-        return str(uuid.uuid4())
+        return uuid4_str()
 
 
 class BigIntIDGenerator(BaseIDGenerator):
@@ -217,7 +219,7 @@ async def generate_id(generator: BaseIDGenerator | None) -> str:
             ``str`` or ``int`` (or an awaitable of one).
     """
     if generator is None:
-        return str(uuid.uuid4())
+        return uuid4_str()
     value: Any = generator.generate()
     if inspect.isawaitable(value):
         value = await value
@@ -229,4 +231,4 @@ async def generate_id(generator: BaseIDGenerator | None) -> str:
             context={"generator": type(generator).__name__},
         )
     text = str(value)
-    return text if text else str(uuid.uuid4())
+    return text if text else uuid4_str()

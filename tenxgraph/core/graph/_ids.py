@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenxgraph.core.config import normalize_config
+from tenxgraph.core.config import RunConfig, normalize_config
 from tenxgraph.utils.id_generator import BaseIDGenerator, generate_id
 
 __all__ = ["prepare_run_config"]
@@ -17,7 +17,7 @@ def _thread_given(cfg: dict[str, Any]) -> bool:
     return isinstance(sub, dict) and sub.get("thread_id") is not None
 
 
-async def prepare_run_config(cfg: dict[str, Any], generator: BaseIDGenerator | None) -> None:
+async def prepare_run_config(cfg: dict[str, Any], generator: BaseIDGenerator | None) -> RunConfig:
     """Validate ``cfg`` for a new invocation and give it its ids.
 
     Without a generator this is ``normalize_config(cfg, require_thread=False)`` (uuid4 ids).
@@ -28,14 +28,16 @@ async def prepare_run_config(cfg: dict[str, Any], generator: BaseIDGenerator | N
         cfg: the caller's config dict; updated in place.
         generator: the graph's id generator, or ``None``.
 
+    Returns:
+        The validated view of ``cfg`` (with its ids), for the run to use as it is.
+
     Raises:
         ConfigError: ``CONFIG_001`` for a bad config, or a generated id a storage tier could
             not keep (over 255 characters, NUL).
         GraphError: ``GRAPH_001`` when the generator returns neither ``str`` nor ``int``.
     """
     if generator is None:
-        normalize_config(cfg, require_thread=False)
-        return
+        return normalize_config(cfg, require_thread=False)
     need_thread = not _thread_given(cfg)
     need_run = not cfg.get("run_id") or cfg.get("run_id") == cfg.get("_run_id_auto")
     normalize_config(cfg, require_thread=False)
@@ -43,4 +45,4 @@ async def prepare_run_config(cfg: dict[str, Any], generator: BaseIDGenerator | N
         cfg["thread_id"] = await generate_id(generator)
     if need_run:
         cfg["run_id"] = cfg["_run_id_auto"] = await generate_id(generator)
-    normalize_config(cfg, require_thread=False, new_run=False)
+    return normalize_config(cfg, require_thread=False, new_run=False)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import enum
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import anyio
+from pydantic import BaseModel
 
 # The module, not its names: importing tenxgraph.core._runner first imports this package.
 from tenxgraph.core import _runner
@@ -21,6 +24,54 @@ from tenxgraph.telemetry import METRIC, counter
 from tenxgraph.utils.constants import ResponseGranularity
 
 from ._ids import prepare_run_config
+
+_IMMUTABLE = frozenset({str, int, float, bool, bytes, complex, type(None)})
+_set = object.__setattr__
+
+
+def _fresh_copy(value: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy(value, memo)``, faster for the shapes a state has: immutable leaves
+    (``str``, numbers, ``None``, enum members) are shared, as ``deepcopy`` shares them; dicts,
+    lists and pydantic models (without extra fields or private attributes) are copied here,
+    recording each copy in ``memo`` as ``deepcopy`` does (so aliasing is kept); anything else
+    goes to ``deepcopy`` with the same ``memo``."""
+    t = type(value)
+    if t in _IMMUTABLE:
+        return value
+    found = memo.get(id(value))
+    if found is not None:
+        return found
+    if t is dict:
+        d: dict[Any, Any] = {}
+        memo[id(value)] = d
+        memo.setdefault(id(memo), []).append(value)  # deepcopy's keep-alive convention
+        for k, v in value.items():
+            d[_fresh_copy(k, memo)] = _fresh_copy(v, memo)
+        return d
+    if t is list:
+        items: list[Any] = []
+        memo[id(value)] = items
+        memo.setdefault(id(memo), []).append(value)
+        items.extend([_fresh_copy(v, memo) for v in value])
+        return items
+    if isinstance(value, enum.Enum):
+        return value
+    if (
+        isinstance(value, BaseModel)
+        and value.__pydantic_extra__ is None
+        and getattr(value, "__pydantic_private__", None) is None
+    ):
+        cls: type[BaseModel] = t
+        copied = cls.__new__(cls)
+        memo[id(value)] = copied
+        memo.setdefault(id(memo), []).append(value)
+        _set(copied, "__dict__", {k: _fresh_copy(v, memo) for k, v in value.__dict__.items()})
+        _set(copied, "__pydantic_extra__", None)
+        _set(copied, "__pydantic_fields_set__", set(value.__pydantic_fields_set__))
+        _set(copied, "__pydantic_private__", None)
+        return copied
+    return copy.deepcopy(value, memo)
+
 
 if TYPE_CHECKING:
     from tenxgraph.core._lifecycle import LifecycleHooks
@@ -87,8 +138,12 @@ class CompiledGraph(Generic[StateT]):
     # -- helpers ---------------------------------------------------------------------------------
     def new_state(self) -> AgentState:
         """A fresh copy of the builder's initial state for a new thread."""
-        state = self.builder.initial_state.model_copy(deep=True)
-        return state.model_copy(update={"context": MessageList(state.context)})
+        state: AgentState = _fresh_copy(self.builder.initial_state, {})
+        # ``state`` is this call's own copy: its context is replaced in place (as
+        # ``model_copy(update={"context": ...})`` would, without another copy)
+        state.__dict__["context"] = MessageList(state.context)
+        state.__pydantic_fields_set__.add("context")
+        return state
 
     def override_node(self, name: str, func: Any) -> Self:
         """Replace a node of the compiled graph (e.g. with a test double).
@@ -109,13 +164,13 @@ class CompiledGraph(Generic[StateT]):
         stream: bool = True,
     ) -> AsyncGenerator[StreamChunk | _runner.RunResult | None, None]:
         cfg = config if config is not None else {}
-        await prepare_run_config(cfg, self.id_generator)
+        rc = await prepare_run_config(cfg, self.id_generator)
         key = self.checkpointer.key_for(cfg)
         self._closed = False  # a run after aclose() reopens what it needs
         self._running[key] = self._running.get(key, 0) + 1
         try:
             async for chunk in _runner.run_graph(
-                self, input_data, cfg, ResponseGranularity(granularity), stream
+                self, input_data, cfg, ResponseGranularity(granularity), stream, rc=rc
             ):
                 yield chunk
         finally:

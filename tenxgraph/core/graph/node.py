@@ -293,6 +293,12 @@ async def call_with_params(func: Callable[..., Any], state: Any, config: dict[st
         result = func(state, config) if "state" not in names else func(state=state, config=config)
     else:
         result = func(state)
+    if result is None or type(result) in _PLAIN:  # a router's usual answer: a name
+        return result
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+#: Result types that are never awaitable (checked before ``inspect.isawaitable``).
+_PLAIN = frozenset({str, int, bool, float})

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tenxgraph._uuid import uuid4_str
 
 from .message_block import ContentBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -17,7 +18,7 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 
 def _new_id() -> str:
-    return str(uuid.uuid4())
+    return uuid4_str()
 
 
 class TokenUsages(BaseModel):
