@@ -1,4 +1,4 @@
-"""Binary parameter types of the Postgres tier's hot path: ``int8[]``, ``bytea[]`` and ``int8``.
+"""Binary parameter types of the Postgres tier's hot path: ``int8[]``, ``bytea[]``, ``int8``, ``text``.
 
 psycopg adapts a Python ``list`` parameter with its generic list dumper, written in Python: per
 call it scans the list to find the element type, picks (``upgrade``) a dumper for it, then dumps
@@ -10,7 +10,9 @@ a ``join`` for ``bytea``): one Python call per parameter, no element scan, no up
 
 :class:`BigInt` is an ``int`` subclass like psycopg's ``Int8`` but without a Python-level
 ``__new__`` (psycopg's costs a Python call per value), dumped by psycopg's own binary ``int8``
-dumper.
+dumper. :class:`Text` is a ``str`` sent as a binary ``text`` also by psycopg's raw cursors
+(which would send a plain ``str`` untyped), for the statements the tier sends with the server's
+own ``$n`` placeholders (see :func:`tenxgraph.storage._sql.positional`).
 
 The dumpers are registered per connection (:func:`register`, called by the Postgres tier the
 first time it uses a connection, an application's pooled ones included), never on psycopg's
@@ -29,8 +31,9 @@ import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.numeric import Int8BinaryDumper
+from psycopg.types.string import StrBinaryDumper
 
-__all__ = ["BigInt", "ByteaArray", "Int8Array", "register"]
+__all__ = ["BigInt", "ByteaArray", "Int8Array", "Text", "register"]
 
 _INT8_OID = 20
 _BYTEA_OID = 17
@@ -61,6 +64,12 @@ class ByteaArray(list[bytes]):
 
 class BigInt(int):
     """A Python int sent as a Postgres ``int8`` whatever its magnitude."""
+
+    __slots__ = ()
+
+
+class Text(str):
+    """A Python str sent as a Postgres ``text`` (binary), also by a raw cursor."""
 
     __slots__ = ()
 
@@ -140,3 +149,4 @@ def register(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> No
     adapters.register_dumper(Int8Array, Int8ArrayBinaryDumper)
     adapters.register_dumper(ByteaArray, ByteaArrayBinaryDumper)
     adapters.register_dumper(BigInt, Int8BinaryDumper)
+    adapters.register_dumper(Text, StrBinaryDumper)

@@ -50,6 +50,7 @@ import hashlib
 import inspect
 import logging
 import math
+import operator
 import re
 import time
 import weakref
@@ -93,7 +94,7 @@ from tenxgraph.records import (
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
-from tenxgraph.storage._pg_types import BigInt, ByteaArray, Int8Array, register
+from tenxgraph.storage._pg_types import BigInt, ByteaArray, Int8Array, Text, register
 from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import report_skipped, threads_from_rows
@@ -330,12 +331,15 @@ class PostgresStore:
 
         # SQL rendered once for this schema and prefix, and encoded once: psycopg looks a
         # statement's parsed form up by its bytes, whose hash Python computes once per object.
-        q = {name: text.encode() for name, text in _sql.render_all(schema, table_prefix).items()}
+        texts = _sql.render_all(schema, table_prefix)
+        q = {name: text.encode() for name, text in texts.items()}
         self._q: dict[str, bytes] = q
         self._q_cas = q["CHECKPOINT_CAS"]
         self._q_create = q["CHECKPOINT_CREATE"]
         self._q_since = q["READ_SINCE"]
-        self._q_lease_read = q["LEASE_READ"]
+        # LEASE_READ is longer than psycopg keeps parsed: sent numbered ($n) on a raw cursor.
+        self._q_lease_read, names = _sql.positional(texts["LEASE_READ"])
+        self._lease_read_args = operator.itemgetter(*names)
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -475,7 +479,7 @@ class PostgresStore:
     async def _fetch(
         self,
         query: bytes,
-        params: dict[str, Any],
+        params: dict[str, Any] | tuple[Any, ...],
         *,
         retry_dead: bool = True,
         wait_s: float | None = None,
@@ -487,9 +491,11 @@ class PostgresStore:
         (``retry_dead``); otherwise such a failure raises a ``TransientStorageError``
         for which ``_maybe_sent`` is true (the statement may have run). ``wait_s`` (seconds)
         caps the wait for a pooled connection below the pool's own ``timeout``. ``small``:
-        the answer is a few scalars (a checkpoint write's), so the connection's long-lived
-        cursor runs it (a cursor keeps its last result until its next statement); any other
-        statement gets a cursor of its own.
+        the answer is small (a checkpoint write's, a read against a cached copy), so the
+        connection's long-lived cursor runs it (a cursor keeps its last result until its next
+        statement); any other statement gets a cursor of its own. ``params`` as a tuple: the
+        statement is numbered (``$n``, see :func:`tenxgraph.storage._sql.positional`) and runs
+        on a raw cursor of its own.
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -506,7 +512,9 @@ class PostgresStore:
                     if self.unprepared and conn.prepare_threshold is not None:
                         conn.prepare_threshold = None
                     cur = getattr(conn, _CURSOR_ATTR, None) or _adopt(conn)
-                    if not small:
+                    if type(params) is tuple:
+                        cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
+                    elif not small:
                         cur = conn.cursor(row_factory=tuple_row)
                     if conn.autocommit:
                         await cur.execute(query, params, binary=True)
@@ -1354,18 +1362,16 @@ class PostgresStore:
         """
         attrs = self._span_attrs("INSERT", key.thread_id)
         with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
-            rows = await self._fetch(
-                self._q_lease_read,
-                {
-                    "thread_id": key.thread_id,
-                    "owner": key.user_id,
-                    "holder": holder,
-                    "ttl_s": float(ttl_s),
-                    "lapse_s": float(lapse_s),
-                    "queue": bool(queue),
-                    **_since_params(known),
-                },
-            )
+            params = {
+                "thread_id": Text(key.thread_id),
+                "owner": Text(key.user_id),
+                "holder": Text(holder),
+                "ttl_s": float(ttl_s),
+                "lapse_s": float(lapse_s),
+                "queue": bool(queue),
+                **_since_params(known),
+            }
+            rows = await self._fetch(self._q_lease_read, self._lease_read_args(params))
             fence, foreign, expires_in, ahead, settled = rows[0][:5]
             if fence is None:
                 sp.set_attribute(ATTR.HIT, False)
