@@ -50,6 +50,7 @@ import hashlib
 import inspect
 import logging
 import math
+import operator
 import re
 import time
 import weakref
@@ -58,8 +59,8 @@ from typing import Any, LiteralString, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import ExecStatus
 from psycopg.rows import tuple_row
-from psycopg.types.numeric import Int8
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from tenxgraph._redact import secret_candidates
@@ -93,11 +94,12 @@ from tenxgraph.records import (
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
+from tenxgraph.storage._pg_types import BigInt, ByteaArray, Int8Array, Text, register
 from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
-from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, span
+from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, enabled, span
 
 __all__ = ["DEFAULT_POOL_CONFIG", "POOLERS", "PostgresStore", "normalize_dsn"]
 
@@ -137,7 +139,13 @@ _CONNECTION_GONE = frozenset({"57P01", "57P02", "57P03"})
 _SQLALCHEMY_DRIVER = re.compile(r"^(postgres(?:ql)?)\+[A-Za-z0-9_]+(?=://)", re.IGNORECASE)
 
 _Rows = list[tuple[Any, ...]]
-_Op = tuple[LiteralString, dict[str, Any]]
+_Op = tuple[LiteralString | bytes, dict[str, Any]]
+
+_TUPLES_OK = ExecStatus.TUPLES_OK
+
+#: Attribute of a psycopg connection holding the cursor the store reuses on it (see
+#: :func:`_adopt`); psycopg_pool keeps its own bookkeeping on pooled connections the same way.
+_CURSOR_ATTR = "_tenxgraph_cursor"
 
 
 def normalize_dsn(dsn: str) -> str:
@@ -321,13 +329,17 @@ class PostgresStore:
         # destroyed by the garbage collector, no connection left open on the server).
         weakref.finalize(self, _release_pools, self._pools).atexit = False
 
-        # SQL rendered once for this schema and prefix (hot path sends plain text).
-        q = _sql.render_all(schema, table_prefix)
-        self._q: dict[str, LiteralString] = q
-        self._q_cas: LiteralString = q["CHECKPOINT_CAS"]
-        self._q_create: LiteralString = q["CHECKPOINT_CREATE"]
-        self._q_since: LiteralString = q["READ_SINCE"]
-        self._q_lease_read: LiteralString = q["LEASE_READ"]
+        # SQL rendered once for this schema and prefix, and encoded once: psycopg looks a
+        # statement's parsed form up by its bytes, whose hash Python computes once per object.
+        texts = _sql.render_all(schema, table_prefix)
+        q = {name: text.encode() for name, text in texts.items()}
+        self._q: dict[str, bytes] = q
+        self._q_cas = q["CHECKPOINT_CAS"]
+        self._q_create = q["CHECKPOINT_CREATE"]
+        self._q_since = q["READ_SINCE"]
+        # LEASE_READ is longer than psycopg keeps parsed: sent numbered ($n) on a raw cursor.
+        self._q_lease_read, names = _sql.positional(texts["LEASE_READ"])
+        self._lease_read_args = operator.itemgetter(*names)
         self._migrations_table = _sql.qualified_name(schema, table_prefix, "migrations")
         self._threads_table = _sql.qualified_name(schema, table_prefix, "threads")
         digest = hashlib.blake2b(
@@ -466,18 +478,24 @@ class PostgresStore:
     # -- execution and error translation ---------------------------------------------------------
     async def _fetch(
         self,
-        query: LiteralString,
-        params: dict[str, Any],
+        query: bytes,
+        params: dict[str, Any] | tuple[Any, ...],
         *,
         retry_dead: bool = True,
         wait_s: float | None = None,
+        small: bool = False,
     ) -> _Rows:
         """Run one statement on a pooled connection and return its rows (binary results).
 
         Retried once, on a checked connection, when the pooled connection was found dead
         (``retry_dead``); otherwise such a failure raises a ``TransientStorageError``
         for which ``_maybe_sent`` is true (the statement may have run). ``wait_s`` (seconds)
-        caps the wait for a pooled connection below the pool's own ``timeout``.
+        caps the wait for a pooled connection below the pool's own ``timeout``. ``small``:
+        the answer is small (a checkpoint write's, a read against a cached copy), so the
+        connection's long-lived cursor runs it (a cursor keeps its last result until its next
+        statement); any other statement gets a cursor of its own. ``params`` as a tuple: the
+        statement is numbered (``$n``, see :func:`tenxgraph.storage._sql.positional`) and runs
+        on a raw cursor of its own.
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -493,13 +511,20 @@ class PostgresStore:
                 try:
                     if self.unprepared and conn.prepare_threshold is not None:
                         conn.prepare_threshold = None
-                    cur = conn.cursor(row_factory=tuple_row)
+                    cur = getattr(conn, _CURSOR_ATTR, None) or _adopt(conn)
+                    if type(params) is tuple:
+                        cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
+                    elif not small:
+                        cur = conn.cursor(row_factory=tuple_row)
                     if conn.autocommit:
                         await cur.execute(query, params, binary=True)
                     else:  # an application pool without autocommit
                         async with conn.transaction():
                             await cur.execute(query, params, binary=True)
-                    return await cur.fetchall() if cur.description is not None else []
+                    res = cur.pgresult
+                    if res is None or res.status != _TUPLES_OK:
+                        return []
+                    return await cur.fetchall()
                 finally:
                     await pool.putconn(conn)
             except psycopg.Error as exc:
@@ -877,22 +902,23 @@ class PostgresStore:
         new_version = expected + 1
         ranges = w.ranges
         msgs = w.new_messages
-        datas = [d for _, d in msgs]
+        datas = ByteaArray([d for _, d in msgs])
         # Typed parameters: every integer is sent as int8 (psycopg would pick int2, int4 or
-        # int8 by magnitude) and no parameter is ever None, so each statement has one
-        # parameter signature and psycopg prepares it once per connection, never again.
+        # int8 by magnitude), the arrays as int8[] / bytea[] whatever their content
+        # (tenxgraph.storage._pg_types), and no parameter is ever None, so each statement has
+        # one parameter signature and psycopg prepares it once per connection, never again.
         params: dict[str, Any] = {
             "thread_id": w.thread_id,
             "owner": w.user_id,
             "values": w.values,
-            "ranges": [Int8(x) for r in ranges for x in r],
-            "min_seq": Int8(min_seq_of(ranges, w.next_seq)),
-            "next_seq": Int8(w.next_seq),
+            "ranges": Int8Array([x for r in ranges for x in r]),
+            "min_seq": BigInt(min_seq_of(ranges, w.next_seq)),
+            "next_seq": BigInt(w.next_seq),
             "status": w.status,
             "created_at": float(w.created_at),
-            "seqs": [Int8(s) for s, _ in msgs],
+            "seqs": Int8Array([s for s, _ in msgs]),
             "datas": datas,
-            "fence": Int8(_sql.NO_FENCE if w.fence is None else w.fence),
+            "fence": BigInt(_sql.NO_FENCE if w.fence is None else w.fence),
             "release": w.release and w.fence is not None,
         }
         if expected == 0:
@@ -900,20 +926,22 @@ class PostgresStore:
         else:
             limit = w.history_limit if w.history_limit and w.history_limit > 0 else None
             prune_to = new_version - limit if limit is not None and new_version > limit else None
-            params["expected"] = Int8(expected)
-            params["prune_to"] = Int8(_sql.NO_VERSION if prune_to is None else prune_to)
-            params["expect_seen"] = Int8(
+            params["expected"] = BigInt(expected)
+            params["prune_to"] = BigInt(_sql.NO_VERSION if prune_to is None else prune_to)
+            params["expect_seen"] = BigInt(
                 expected if prune_to is not None and prune_to < expected else _sql.NO_VERSION
             )
             query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
-        attrs = self._span_attrs(operation, w.thread_id)
-        attrs[ATTR.VERSION] = new_version
-        attrs[ATTR.BYTES] = len(w.values) + sum(map(len, datas))
-        attrs[ATTR.MESSAGES_WRITTEN] = len(msgs)
+        attrs = None
+        if enabled():  # no attribute dict to build when nothing records spans
+            attrs = self._span_attrs(operation, w.thread_id)
+            attrs[ATTR.VERSION] = new_version
+            attrs[ATTR.BYTES] = len(w.values) + sum(map(len, datas))
+            attrs[ATTR.MESSAGES_WRITTEN] = len(msgs)
         with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs) as sp:
             for attempt in (0, 1):
                 try:
-                    rows = await self._fetch(query, params, retry_dead=False)
+                    rows = await self._fetch(query, params, retry_dead=False, small=True)
                 except TransientStorageError as exc:
                     if not _maybe_sent(exc):
                         raise
@@ -1120,6 +1148,7 @@ class PostgresStore:
                     "owner": key.user_id,
                     **_since_params(known),
                 },
+                small=known is not None,
             )
             if not rows:
                 sp.set_attribute(ATTR.HIT, False)
@@ -1182,7 +1211,8 @@ class PostgresStore:
             data: dict[int, bytes] = {}
             if starts:
                 msg_rows = await self._fetch(
-                    self._q["HISTORY_MESSAGES"], {**base, "starts": starts, "ends": ends}
+                    self._q["HISTORY_MESSAGES"],
+                    {**base, "starts": Int8Array(starts), "ends": Int8Array(ends)},
                 )
                 data = dict(msg_rows)
             out: list[StoredCheckpoint] = []
@@ -1332,18 +1362,16 @@ class PostgresStore:
         """
         attrs = self._span_attrs("INSERT", key.thread_id)
         with span(SPAN.CHECKPOINT_READ, SpanKind.CLIENT, attrs) as sp:
-            rows = await self._fetch(
-                self._q_lease_read,
-                {
-                    "thread_id": key.thread_id,
-                    "owner": key.user_id,
-                    "holder": holder,
-                    "ttl_s": float(ttl_s),
-                    "lapse_s": float(lapse_s),
-                    "queue": bool(queue),
-                    **_since_params(known),
-                },
-            )
+            params = {
+                "thread_id": Text(key.thread_id),
+                "owner": Text(key.user_id),
+                "holder": Text(holder),
+                "ttl_s": float(ttl_s),
+                "lapse_s": float(lapse_s),
+                "queue": bool(queue),
+                **_since_params(known),
+            }
+            rows = await self._fetch(self._q_lease_read, self._lease_read_args(params))
             fence, foreign, expires_in, ahead, settled = rows[0][:5]
             if fence is None:
                 sp.set_attribute(ATTR.HIT, False)
@@ -1389,7 +1417,7 @@ class PostgresStore:
             {
                 "thread_id": key.thread_id,
                 "holder": holder,
-                "fence": Int8(fence),
+                "fence": BigInt(fence),
                 "ttl_s": float(ttl_s),
             },
         )
@@ -1406,7 +1434,7 @@ class PostgresStore:
             {
                 "thread_id": key.thread_id,
                 "holder": holder,
-                "fence": Int8(_sql.NO_FENCE if fence is None else fence),
+                "fence": BigInt(_sql.NO_FENCE if fence is None else fence),
             },
         )
 
@@ -1541,7 +1569,7 @@ class PostgresStore:
 def _since_params(known: StoredCheckpoint | None) -> dict[str, Any]:
     """``READ_SINCE``'s parameters naming the caller's cached copy (typed, never NULL)."""
     return {
-        "known_version": Int8(_sql.NO_VERSION if known is None else known.version),
+        "known_version": BigInt(_sql.NO_VERSION if known is None else known.version),
         "known_created_at": 0.0 if known is None else float(known.created_at),
         "delta_ok": known is not None and known.messages is not None,
     }
@@ -1661,6 +1689,17 @@ def _connection_gone(exc: psycopg.Error) -> bool:
     if sqlstate is None:
         return isinstance(exc, psycopg.OperationalError)
     return sqlstate.startswith("08") or sqlstate in _CONNECTION_GONE
+
+
+def _adopt(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
+    """First use of ``conn`` by a store: teach it tenxgraph's parameter types
+    (:mod:`tenxgraph.storage._pg_types`) and give it the cursor the store reuses on it for
+    statements with small answers (a cursor reused for the same statement keeps its adapters'
+    lookups, a fresh one redoes them)."""
+    register(conn)
+    cur = conn.cursor(row_factory=tuple_row)
+    setattr(conn, _CURSOR_ATTR, cur)
+    return cur
 
 
 async def _check_pool(pool: AsyncConnectionPool) -> None:
