@@ -118,7 +118,12 @@ class LayeredStore:
         # loop inside an operation, so no cancellation can land in one: their write-through
         # needs no shielding cancel scope (one less object per step).
         self._private_suspends = any(getattr(c, "suspends", True) for c in self._private)
-        self._attachers = tuple(c for c in self._private if hasattr(c, "attach_decoded"))
+        #: ``(tier, its attach_decoded)`` of the private tiers that keep decoded messages
+        self._attachers = tuple(
+            (c, attach)
+            for c in self._private
+            if (attach := getattr(c, "attach_decoded", None)) is not None
+        )
         self._behind = WriteBehind(max_pending)
         self._since = getattr(source, "read_since", None)
         self._stats = {
@@ -403,9 +408,9 @@ class LayeredStore:
             ``True`` when at least one tier attached it.
         """
         attached = False
-        for cache in self._attachers:
+        for cache, attach in self._attachers:
             try:
-                attached = bool(await cache.attach_decoded(key, version, decoded)) or attached
+                attached = bool(await attach(key, version, decoded)) or attached
             except Exception as exc:
                 self._cache_failed(cache, exc, "attach_decoded")
         return attached

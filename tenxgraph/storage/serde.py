@@ -32,11 +32,11 @@ import threading
 import uuid
 import zoneinfo
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from pydantic import BaseModel
-from pydantic_core import SchemaValidator
+from pydantic_core import CoreSchema, SchemaValidator
 
 from tenxgraph.core.exceptions import SerializationError, ValidationError
 from tenxgraph.core.state.message import Message
@@ -411,9 +411,10 @@ def _row_validator() -> SchemaValidator | None:
         else:
             content["schema"] = inner["schema"]
         fields = {**fields, "extra_behavior": "ignore"}
+        # the shape checks above are what make these casts true
         if schema["type"] == "definitions":
-            return SchemaValidator({**schema, "schema": fields})
-        return SchemaValidator(fields)
+            return SchemaValidator(cast(CoreSchema, {**schema, "schema": fields}))
+        return SchemaValidator(cast(CoreSchema, fields))
     except Exception:  # noqa: BLE001 - an unexpected schema shape: the model's validator
         return None
 

@@ -141,7 +141,7 @@ class CompiledGraph(Generic[StateT]):
         state: AgentState = _fresh_copy(self.builder.initial_state, {})
         # ``state`` is this call's own copy: its context is replaced in place (as
         # ``model_copy(update={"context": ...})`` would, without another copy)
-        state.__dict__["context"] = MessageList(state.context)
+        object.__setattr__(state, "context", MessageList(state.context))
         state.__pydantic_fields_set__.add("context")
         return state
 
