@@ -54,14 +54,15 @@ def draw(res: dict[str, Any], path: Path) -> None:
     left.legend(fontsize=7)
 
     load = res.get("load") or {}
-    for key, label, ls in (
-        ("warm_get_state", "tenxgraph Postgres+Redis+LRU, warm", "-"),
-        ("cold_redis_get_state", "tenxgraph, cold from Redis", "-."),
-        ("cold_pg_get_state", "tenxgraph Postgres, cold", "--"),
+    # one colour per way of loading, so warm, cold-from-Redis and cold-from-Postgres read apart
+    for key, label, ls, colour in (
+        ("warm_get_state", "tenxgraph Postgres+Redis+LRU, warm", "-", "#2e7d32"),
+        ("cold_redis_get_state", "tenxgraph, cold from Redis", "-.", "#6a1b9a"),
+        ("cold_pg_get_state", "tenxgraph Postgres, cold", "--", "#1565c0"),
     ):
         pts = [(r["messages"], r[key]["median"]) for r in load.get("rows", []) if r.get(key)]
         if pts:
-            right.plot(*zip(*pts, strict=True), ls, marker="o", color="#1565c0", label=label)
+            right.plot(*zip(*pts, strict=True), ls, marker="o", color=colour, label=label)
     for c in (res.get("turns") or {}).get("contenders", []):
         pts = [(2 * r["turns"], r["read_ms"]["median"]) for r in c["rows"] if "read_ms" in r]
         if pts:

@@ -33,7 +33,15 @@ from psycopg.pq import Format
 from psycopg.types.numeric import Int8BinaryDumper
 from psycopg.types.string import StrBinaryDumper
 
-__all__ = ["BigInt", "ByteaArray", "Int8Array", "Text", "register"]
+__all__ = [
+    "BigInt",
+    "ByteaArray",
+    "Int8Array",
+    "Text",
+    "dump_bytea_array",
+    "dump_int8_array",
+    "register",
+]
 
 _INT8_OID = 20
 _BYTEA_OID = 17
@@ -83,59 +91,70 @@ def _int8_body(n: int) -> struct.Struct:
     return body
 
 
+def dump_int8_array(obj: Any) -> bytes:
+    """PostgreSQL's binary ``int8[]`` (one dimension, no NULL) of a sequence of ints.
+
+    Args:
+        obj: the ints (an :class:`Int8Array` or any sequence).
+
+    Returns:
+        The array's binary wire format.
+
+    Raises:
+        psycopg.DataError: an element is not an int or out of the int8 range.
+    """
+    n = len(obj)
+    if not n:
+        return _EMPTY_INT8
+    fields = [8] * (2 * n)
+    fields[1::2] = obj
+    try:
+        return _int8_body(n).pack(1, 0, _INT8_OID, n, 1, *fields)
+    except struct.error as exc:
+        raise psycopg.DataError(f"cannot send an int8[] element: {exc}") from None
+
+
+def dump_bytea_array(obj: Any) -> bytes:
+    """PostgreSQL's binary ``bytea[]`` (one dimension, no NULL) of a sequence of byte strings.
+
+    Args:
+        obj: ``bytes``, ``bytearray`` or ``memoryview`` items (a :class:`ByteaArray` or any
+            sequence).
+
+    Returns:
+        The array's binary wire format.
+    """
+    n = len(obj)
+    if not n:
+        return _EMPTY_BYTEA
+    pack = _LENGTH.pack
+    parts = [_HEADER.pack(1, 0, _BYTEA_OID, n, 1)]
+    for data in obj:
+        parts.append(pack(len(data)))
+        parts.append(data)
+    return b"".join(parts)
+
+
 class Int8ArrayBinaryDumper(Dumper):
-    """Binary dumper of :class:`Int8Array`."""
+    """Binary dumper of :class:`Int8Array` (:func:`dump_int8_array`)."""
 
     format = Format.BINARY
     oid = _INT8_ARRAY_OID
 
     def dump(self, obj: Any) -> bytes:
-        """PostgreSQL's binary ``int8[]`` of ``obj``.
-
-        Args:
-            obj: the :class:`Int8Array`.
-
-        Returns:
-            The array's binary wire format.
-
-        Raises:
-            psycopg.DataError: an element is not an int or out of the int8 range.
-        """
-        n = len(obj)
-        if not n:
-            return _EMPTY_INT8
-        fields = [8] * (2 * n)
-        fields[1::2] = obj
-        try:
-            return _int8_body(n).pack(1, 0, _INT8_OID, n, 1, *fields)
-        except struct.error as exc:
-            raise psycopg.DataError(f"cannot send an int8[] element: {exc}") from None
+        """PostgreSQL's binary ``int8[]`` of ``obj`` (see :func:`dump_int8_array`)."""
+        return dump_int8_array(obj)
 
 
 class ByteaArrayBinaryDumper(Dumper):
-    """Binary dumper of :class:`ByteaArray`."""
+    """Binary dumper of :class:`ByteaArray` (:func:`dump_bytea_array`)."""
 
     format = Format.BINARY
     oid = _BYTEA_ARRAY_OID
 
     def dump(self, obj: Any) -> bytes:
-        """PostgreSQL's binary ``bytea[]`` of ``obj``.
-
-        Args:
-            obj: the :class:`ByteaArray` (``bytes``, ``bytearray`` or ``memoryview`` items).
-
-        Returns:
-            The array's binary wire format.
-        """
-        n = len(obj)
-        if not n:
-            return _EMPTY_BYTEA
-        pack = _LENGTH.pack
-        parts = [_HEADER.pack(1, 0, _BYTEA_OID, n, 1)]
-        for data in obj:
-            parts.append(pack(len(data)))
-            parts.append(data)
-        return b"".join(parts)
+        """PostgreSQL's binary ``bytea[]`` of ``obj`` (see :func:`dump_bytea_array`)."""
+        return dump_bytea_array(obj)
 
 
 def register(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> None:

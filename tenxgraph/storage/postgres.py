@@ -52,6 +52,7 @@ import logging
 import math
 import operator
 import re
+import struct
 import time
 import weakref
 from collections.abc import Generator, Sequence
@@ -96,6 +97,8 @@ from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRA
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
 from tenxgraph.storage._pg_types import BigInt, ByteaArray, Int8Array, Text, register
 from tenxgraph.storage._pool_config import check_pool_config
+from tenxgraph.storage._pq_exec import PqStatement, usable
+from tenxgraph.storage._pq_exec import execute as pq_execute
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
@@ -142,10 +145,31 @@ _Rows = list[tuple[Any, ...]]
 _Op = tuple[LiteralString | bytes, dict[str, Any]]
 
 _TUPLES_OK = ExecStatus.TUPLES_OK
+_INT8 = struct.Struct(">q")
 
 #: Attribute of a psycopg connection holding the cursor the store reuses on it (see
 #: :func:`_adopt`); psycopg_pool keeps its own bookkeeping on pooled connections the same way.
 _CURSOR_ATTR = "_tenxgraph_cursor"
+
+#: PostgreSQL type of every parameter of the checkpoint writes (``CHECKPOINT_CAS`` and
+#: ``CHECKPOINT_CREATE``), which go through libpq directly (:mod:`tenxgraph.storage._pq_exec`).
+_WRITE_KINDS: dict[str, str] = {
+    "thread_id": "text",
+    "owner": "text",
+    "values": "bytea",
+    "ranges": "int8[]",
+    "min_seq": "int8",
+    "next_seq": "int8",
+    "status": "text",
+    "created_at": "float8",
+    "seqs": "int8[]",
+    "datas": "bytea[]",
+    "fence": "int8",
+    "release": "bool",
+    "expected": "int8",
+    "prune_to": "int8",
+    "expect_seen": "int8",
+}
 
 
 def normalize_dsn(dsn: str) -> str:
@@ -336,6 +360,10 @@ class PostgresStore:
         self._q: dict[str, bytes] = q
         self._q_cas = q["CHECKPOINT_CAS"]
         self._q_create = q["CHECKPOINT_CREATE"]
+        # The checkpoint writes (one per durable step) skip psycopg's cursor: numbered and
+        # typed once here, sent through libpq by tenxgraph.storage._pq_exec.
+        self._pq_cas = PqStatement(*_sql.positional(texts["CHECKPOINT_CAS"]), _WRITE_KINDS)
+        self._pq_create = PqStatement(*_sql.positional(texts["CHECKPOINT_CREATE"]), _WRITE_KINDS)
         self._q_since = q["READ_SINCE"]
         # LEASE_READ is longer than psycopg keeps parsed: sent numbered ($n) on a raw cursor.
         self._q_lease_read, names = _sql.positional(texts["LEASE_READ"])
@@ -484,6 +512,7 @@ class PostgresStore:
         retry_dead: bool = True,
         wait_s: float | None = None,
         small: bool = False,
+        pq: PqStatement | None = None,
     ) -> _Rows:
         """Run one statement on a pooled connection and return its rows (binary results).
 
@@ -495,7 +524,9 @@ class PostgresStore:
         connection's long-lived cursor runs it (a cursor keeps its last result until its next
         statement); any other statement gets a cursor of its own. ``params`` as a tuple: the
         statement is numbered (``$n``, see :func:`tenxgraph.storage._sql.positional`) and runs
-        on a raw cursor of its own.
+        on a raw cursor of its own. ``pq``: the same statement prepared for libpq
+        (:mod:`tenxgraph.storage._pq_exec`), run that way (its one ``int8`` column decoded)
+        when the connection allows it; ``query`` is used otherwise.
 
         Raises:
             TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
@@ -511,6 +542,11 @@ class PostgresStore:
                 try:
                     if self.unprepared and conn.prepare_threshold is not None:
                         conn.prepare_threshold = None
+                    if pq is not None and type(params) is dict and usable(conn):
+                        res = await pq_execute(conn, pq, params)
+                        if res.status != _TUPLES_OK:
+                            return []
+                        return [(_INT8.unpack(res.get_value(i, 0))[0],) for i in range(res.ntuples)]
                     cur = getattr(conn, _CURSOR_ATTR, None) or _adopt(conn)
                     if type(params) is tuple:
                         cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
@@ -923,6 +959,7 @@ class PostgresStore:
         }
         if expected == 0:
             query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
+            pq = self._pq_create
         else:
             limit = w.history_limit if w.history_limit and w.history_limit > 0 else None
             prune_to = new_version - limit if limit is not None and new_version > limit else None
@@ -932,6 +969,7 @@ class PostgresStore:
                 expected if prune_to is not None and prune_to < expected else _sql.NO_VERSION
             )
             query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
+            pq = self._pq_cas
         attrs = None
         if enabled():  # no attribute dict to build when nothing records spans
             attrs = self._span_attrs(operation, w.thread_id)
@@ -941,7 +979,7 @@ class PostgresStore:
         with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs) as sp:
             for attempt in (0, 1):
                 try:
-                    rows = await self._fetch(query, params, retry_dead=False, small=True)
+                    rows = await self._fetch(query, params, retry_dead=False, small=True, pq=pq)
                 except TransientStorageError as exc:
                     if not _maybe_sent(exc):
                         raise

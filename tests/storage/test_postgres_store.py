@@ -512,35 +512,28 @@ async def test_pruning_never_loses_messages_of_kept_versions(
 
 
 # -- concurrency, connections and errors ------------------------------------------------------------
-class TrackingCursor(psycopg.AsyncCursor):
-    """Counts statements executing at the same moment (each on its own pooled connection)."""
+class TrackingStore(PostgresStore):
+    """Counts statements in flight at the same moment (each holds its own pooled connection):
+    the reads through psycopg's cursors and the checkpoint writes sent through libpq alike."""
 
     active = 0
     peak = 0
 
-    async def execute(self, *args: Any, **kwargs: Any) -> TrackingCursor:
-        TrackingCursor.active += 1
-        TrackingCursor.peak = max(TrackingCursor.peak, TrackingCursor.active)
+    async def _fetch(self, *args: Any, **kwargs: Any) -> Any:
+        TrackingStore.active += 1
+        TrackingStore.peak = max(TrackingStore.peak, TrackingStore.active)
         try:
-            return await super().execute(*args, **kwargs)
+            return await super()._fetch(*args, **kwargs)
         finally:
-            TrackingCursor.active -= 1
+            TrackingStore.active -= 1
 
 
 @pytest.mark.anyio
 async def test_two_hundred_threads_concurrently_use_many_connections(
     pg_dsn: str, pg_schema: str
 ) -> None:
-    TrackingCursor.active = TrackingCursor.peak = 0
-    st = PostgresStore(
-        pg_dsn,
-        schema=pg_schema,
-        pool_config={
-            "min_size": 4,
-            "max_size": 20,
-            "kwargs": {"cursor_factory": TrackingCursor},
-        },
-    )
+    TrackingStore.active = TrackingStore.peak = 0
+    st = TrackingStore(pg_dsn, schema=pg_schema, pool_config={"min_size": 4, "max_size": 20})
     try:
         await st.asetup()
 
@@ -549,7 +542,7 @@ async def test_two_hundred_threads_concurrently_use_many_connections(
 
         await asyncio.gather(*(drive(i) for i in range(200)))
         # no lock serializes the queries: several connections were busy at the same time
-        assert TrackingCursor.peak >= 2
+        assert TrackingStore.peak >= 2
         stats = st.pool_stats()
         assert stats["pool_max"] == 20 and stats["pool_size"] >= 2
         threads = await st.list_threads(OWNER)
