@@ -716,7 +716,7 @@ async def test_garbage_in_redis_returns_correct_data(
     meta, msgs = (f"{redis_prefix}{{{tid}}}:{s}" for s in ("meta", "msgs"))
     corruptions = [
         lambda r: r.set(meta, b"\x00garbage"),
-        lambda r: r.hset(msgs, "2", b"not json"),
+        lambda r: r.setrange(msgs, r.strlen(msgs) - 4, b"\x00j\xffs"),
         lambda r: r.hset(meta, "ranges", b"{]"),
         lambda r: (r.delete(msgs), r.set(msgs, b"x")),
     ]
@@ -726,7 +726,9 @@ async def test_garbage_in_redis_returns_correct_data(
     ):
         for corrupt in corruptions:
             await writer.read(KEY)  # make sure Redis holds a good copy first
-            await make_stack().read(KEY)
+            filler = make_stack()
+            await filler.read(KEY)
+            await filler.aflush()
             corrupt(raw)
             cold = make_stack()  # empty LRU: goes to Redis, finds garbage, falls through
             rec = await cold.read(KEY)
