@@ -71,7 +71,8 @@ class _Lane:
     def pop(self) -> Update:
         """Take the oldest update off the lane (it no longer accepts merges)."""
         entry = self.ops.popleft()
-        op, key, due = entry
+        op: Update = entry[0]
+        key, due = entry[1], entry[2]
         if key is not None and self.open.get(key) is entry:
             del self.open[key]
         if due is None:

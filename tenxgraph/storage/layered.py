@@ -612,9 +612,9 @@ class LayeredStore:
                     rec, new_messages, base_created_at
                 )
             else:
-                applied = await cache.put(  # type: ignore[call-arg,func-returns-value]
-                    rec, new_messages, base_created_at, base_version=base_version
-                )
+                # only a tier that ``coalesces`` (RedisCache) takes base_version
+                put: Any = cache.put
+                applied = await put(rec, new_messages, base_created_at, base_version=base_version)
         except Exception as exc:
             self._cache_failed(cache, exc, "put")
             await self._cache_invalidate(cache, ThreadKey(rec.thread_id, rec.user_id))

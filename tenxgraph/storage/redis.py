@@ -6,18 +6,25 @@ failure (server down, a call slower than ``timeout_s``, data that does not parse
 miss, logged as a warning on the ``tenxgraph.redis`` logger and recorded as a span event
 (``tenxgraph.cache.failure``), never an error for the run.
 
-Key layout (every key of a thread shares one hash tag, so the layout works on Redis Cluster):
+Key layout, format ``"2"`` (every key of a thread shares one hash tag, so the layout works on
+Redis Cluster):
 
-* ``{prefix}{<thread_id>}:meta``: a hash with ``fmt`` (layout version, ``"1"``), ``owner`` (a
+* ``{prefix}{<thread_id>}:meta``: a hash with ``fmt`` (layout version, ``"2"``), ``owner`` (a
   digest of the owner's ``user_id``), ``version``, ``values``, ``ranges`` (JSON list of
   ``[start, end)`` pairs), ``next_seq``, ``status``, ``created_at`` (UNIX seconds);
-* ``{prefix}{<thread_id>}:msgs``: a hash ``seq -> message blob`` holding exactly the rows of the
-  cached version's ranges.
+* ``{prefix}{<thread_id>}:msgs``: one string, the message rows of the cached version in list
+  order joined by ``,`` (so ``[`` + it + ``]`` is a JSON array);
+* ``{prefix}{<thread_id>}:lens``: one string, the byte length of each row, comma-separated.
 
 Every key expires ``ttl_s`` seconds after the thread's last write. Reads and writes are single
-Lua scripts (one round trip, atomic): a read fetches the meta and the messages of its ranges; a
-write-through sends only the new rows and applies them only on top of the cached previous
-version (else it drops the thread's data keys); a copy never replaces a newer cached version.
+Lua scripts (one round trip, atomic): a read fetches the meta and the two strings, and the
+client frames the rows by their lengths and decodes them all in one pydantic-core call
+(:func:`~tenxgraph.storage.serde.decode_message_array`; rows that call cannot decide alone are
+left to the checkpointer's row-by-row decoding, so a garbage row is a miss, never an error). A
+write-through sends only the new rows and applies them only on top of the cached version they
+follow (else it drops the thread's keys): an append-only step ``APPEND``s them, a step that
+changed or removed messages rebuilds both strings from the cached rows and the new ones. A copy
+never replaces a newer cached version. Keys of another format read as garbage (a miss; deleted).
 
 Nothing read from this tier is relied on unconfirmed: :class:`~tenxgraph.storage.layered.
 LayeredStore` asks the source of truth, in the run's one conditional read (``READ_SINCE``),
