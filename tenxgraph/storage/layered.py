@@ -67,7 +67,10 @@ BEHIND_MAX_PENDING = 4096
 
 #: seconds a write-through to a shared tier waits in the background lane for the next steps'
 #: write-throughs of its thread to merge into it (one Redis call for several steps).
-BEHIND_LINGER_S = 0.0
+BEHIND_LINGER_S = 0.02
+
+#: status of a checkpoint taken mid-run (``ExecutionStatus.RUNNING``): more steps follow.
+_MID_RUN = "running"
 
 #: at most this many bytes of message rows are merged into one write-through (beyond it, a
 #: write-through of its own starts).
@@ -550,8 +553,11 @@ class LayeredStore:
         self._behind.submit(op, (id(cache), thread_id))
 
     def _later_put(self, op: _PutOp) -> None:
-        """Queue a put of a shared tier; it lingers and may absorb the thread's next ones."""
-        self._behind.submit(op, (id(op.cache), op.rec.thread_id), linger=True)
+        """Queue a put of a shared tier. The write-through of a checkpoint taken mid-run
+        (status ``"running"``) lingers, so the run's next steps merge into it; any other (a
+        run's last checkpoint, a fill) is urgent: it goes out at once, with what merged."""
+        urgent = op.rows is None or op.rec.status != _MID_RUN
+        self._behind.submit(op, (id(op.cache), op.rec.thread_id), linger=not urgent)
 
     async def _private_copy(self, key: ThreadKey) -> StoredCheckpoint | None:
         """The complete latest record a private tier holds for ``key``, or ``None``."""
@@ -742,7 +748,9 @@ class _PutOp:
         if applied is False and rows is not None:
             # The tier lacks the version the rows apply to (a write-through of it was lost
             # or dropped): send the complete record when a private tier holds it, so a
-            # thread whose LRU stays warm does not stay out of Redis.
+            # thread whose LRU stays warm does not stay out of Redis. The private copy may
+            # be newer than ``rec`` (a later write of this process, whose own write-through
+            # was lost with a closed event loop): it is committed too, so it goes instead.
             full = await store._private_copy(ThreadKey(rec.thread_id, rec.user_id))
-            if full is not None and _same_checkpoint(full, rec):
+            if full is not None and (_same_checkpoint(full, rec) or full.version > rec.version):
                 await store._cache_put(cache, full)
