@@ -22,9 +22,12 @@ Caches are validated against the source of truth, never against each other:
   tiers with only the new message rows (``put(record, new_messages)``): process-private tiers
   (the LRU, ``shared = False``) at once, shared tiers (Redis) in the background
   (:class:`~tenxgraph.storage._behind.WriteBehind`: bounded, in order, dropped on failure or
-  when full, never waited for inside a step). When the source refuses a write
-  (``StaleStateError``, forbidden, or any failure whose outcome is unknown) the thread is
-  dropped from every cache tier before the error is re-raised (a
+  when full, never waited for inside a step). A tier that ``coalesces`` (Redis) gets one call
+  for several steps: a mid-run write-through lingers ``linger_s`` seconds and the thread's next
+  write-throughs merge into it (their rows appended, the latest record kept); a run's last
+  checkpoint goes out at once with what merged; an invalidation is never merged past. When
+  the source refuses a write (``StaleStateError``, forbidden, or any failure whose outcome is
+  unknown) the thread is dropped from every cache tier before the error is re-raised (a
   ``tenxgraph.cache.invalidated`` span event).
 * A cache tier that raises or answers nonsense is a miss (warning on the ``tenxgraph.storage``
   logger and a ``tenxgraph.cache.failure`` span event), never an error for a read or a write.
@@ -534,8 +537,8 @@ class LayeredStore:
         ``cache_hits`` (copies the source confirmed current, or used unvalidated),
         ``source_reads`` (no copy anywhere), ``validations`` (conditional reads of a copy),
         ``stale`` (copies the source found out of date), ``invalidations``,
-        ``cache_failures``, ``behind`` (the background updates' ``submitted`` / ``done`` /
-        ``dropped`` / ``failed``), and each tier's own ``stats()`` under its name."""
+        ``cache_failures``, ``behind`` (the background updates' ``submitted`` / ``merged`` /
+        ``done`` / ``dropped`` / ``failed``), and each tier's own ``stats()`` under its name."""
         out: dict[str, Any] = dict(self._stats)
         out["behind"] = self._behind.stats()
         for cache in self.caches:
