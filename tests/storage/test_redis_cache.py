@@ -489,3 +489,22 @@ def span_exporter():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield exporter
     exporter.shutdown()
+
+
+async def test_merged_rows_of_several_versions_apply_on_their_base(cache: RedisCache) -> None:
+    """A merged write-through (versions 2 and 3 in one call) applies on top of version 1; rows
+    a later step dropped again are left out of the rewritten list."""
+    await cache.put(record(1, ((1, 6),)))
+    # v2 appended seq 6, v3 dropped 1, 3-5 and 6 again and added 7: not an append
+    assert await cache.put(record(3, ((2, 3), (7, 8)), messages=False), rows(6, 7), base_version=1)
+    got = await cache.get(KEY)
+    assert got is not None and got.version == 3 and got.messages == [blob(2), blob(7)]
+    # appending on top of the rewritten list
+    assert await cache.put(record(4, ((2, 3), (7, 9)), messages=False), rows(8))
+    got = await cache.get(KEY)
+    assert got is not None and got.messages == [blob(2), blob(7), blob(8)]
+    # a merged put naming a base the cache does not hold drops the copy
+    assert not await cache.put(
+        record(6, ((2, 3), (7, 10)), messages=False), rows(9), base_version=3
+    )
+    assert await cache.get(KEY) is None
