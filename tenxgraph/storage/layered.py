@@ -22,9 +22,12 @@ Caches are validated against the source of truth, never against each other:
   tiers with only the new message rows (``put(record, new_messages)``): process-private tiers
   (the LRU, ``shared = False``) at once, shared tiers (Redis) in the background
   (:class:`~tenxgraph.storage._behind.WriteBehind`: bounded, in order, dropped on failure or
-  when full, never waited for inside a step). When the source refuses a write
-  (``StaleStateError``, forbidden, or any failure whose outcome is unknown) the thread is
-  dropped from every cache tier before the error is re-raised (a
+  when full, never waited for inside a step). A tier that ``coalesces`` (Redis) gets one call
+  for several steps: a mid-run write-through lingers ``linger_s`` seconds and the thread's next
+  write-throughs merge into it (their rows appended, the latest record kept); a run's last
+  checkpoint goes out at once with what merged; an invalidation is never merged past. When
+  the source refuses a write (``StaleStateError``, forbidden, or any failure whose outcome is
+  unknown) the thread is dropped from every cache tier before the error is re-raised (a
   ``tenxgraph.cache.invalidated`` span event).
 * A cache tier that raises or answers nonsense is a miss (warning on the ``tenxgraph.storage``
   logger and a ``tenxgraph.cache.failure`` span event), never an error for a read or a write.
@@ -65,6 +68,17 @@ logger = logging.getLogger("tenxgraph.storage")
 #: background cache updates allowed to wait per event loop before new ones are dropped.
 BEHIND_MAX_PENDING = 4096
 
+#: seconds a write-through to a shared tier waits in the background lane for the next steps'
+#: write-throughs of its thread to merge into it (one Redis call for several steps).
+BEHIND_LINGER_S = 0.02
+
+#: status of a checkpoint taken mid-run (``ExecutionStatus.RUNNING``): more steps follow.
+_MID_RUN = "running"
+
+#: at most this many bytes of message rows are merged into one write-through (beyond it, a
+#: write-through of its own starts).
+MERGE_MAX_BYTES = 1 << 20
+
 
 def _same_checkpoint(a: StoredCheckpoint, b: StoredCheckpoint) -> bool:
     """Whether two records are the same checkpoint (version and creation time)."""
@@ -92,6 +106,11 @@ class LayeredStore:
             source (one process, e.g. an in-memory source), where a cache cannot go stale.
         max_pending: background updates of shared tiers allowed to wait per event loop
             (count); beyond it an update is dropped (a later read fixes the tier).
+        linger_s: seconds a write-through to a shared tier that merges writes (``coalesces``,
+            Redis) waits for the thread's next write-throughs to merge into it (their rows
+            accumulated, the latest version's metadata kept): consecutive steps of a run cost
+            one call instead of one each. ``0``: only write-throughs queued behind a running
+            call merge.
 
     Attributes:
         source: the source of truth.
@@ -108,6 +127,7 @@ class LayeredStore:
         *,
         validate: bool = True,
         max_pending: int = BEHIND_MAX_PENDING,
+        linger_s: float = BEHIND_LINGER_S,
     ) -> None:
         self.source = source
         self.caches: tuple[CacheTier, ...] = tuple(caches)
@@ -124,7 +144,7 @@ class LayeredStore:
             for c in self._private
             if (attach := getattr(c, "attach_decoded", None)) is not None
         )
-        self._behind = WriteBehind(max_pending)
+        self._behind = WriteBehind(max_pending, linger_s)
         self._since = getattr(source, "read_since", None)
         self._stats = {
             "reads": 0,
@@ -391,7 +411,9 @@ class LayeredStore:
             for cache in self._private:
                 await self._cache_put(cache, rec, w.new_messages, w.base_created_at)
         for cache in self._shared:
-            self._later(self._put_op(cache, rec, w.new_messages, w.base_created_at))
+            self._later_put(
+                _PutOp(self, cache, rec, w.new_messages, w.base_created_at, w.expected_version)
+            )
         return rec
 
     async def attach_decoded(self, key: ThreadKey, version: int, decoded: Any) -> bool:
@@ -515,8 +537,8 @@ class LayeredStore:
         ``cache_hits`` (copies the source confirmed current, or used unvalidated),
         ``source_reads`` (no copy anywhere), ``validations`` (conditional reads of a copy),
         ``stale`` (copies the source found out of date), ``invalidations``,
-        ``cache_failures``, ``behind`` (the background updates' ``submitted`` / ``done`` /
-        ``dropped`` / ``failed``), and each tier's own ``stats()`` under its name."""
+        ``cache_failures``, ``behind`` (the background updates' ``submitted`` / ``merged`` /
+        ``done`` / ``dropped`` / ``failed``), and each tier's own ``stats()`` under its name."""
         out: dict[str, Any] = dict(self._stats)
         out["behind"] = self._behind.stats()
         for cache in self.caches:
@@ -527,29 +549,18 @@ class LayeredStore:
 
     # ------------------------------------------------------------------ internals
 
-    def _later(self, op: Any) -> None:
-        """Run ``op`` (a coroutine function) in the background lane; when there is no
+    def _later(self, op: Any, cache: CacheTier, thread_id: str) -> None:
+        """Run ``op`` (a coroutine function) in the background lane, urgently (an
+        invalidation: nothing queued for the thread may merge past it); when there is no
         asyncio loop to run it on, it is dropped (counted by the lane as not submitted)."""
-        self._behind.submit(op)
+        self._behind.submit(op, (id(cache), thread_id))
 
-    def _put_op(
-        self,
-        cache: CacheTier,
-        rec: StoredCheckpoint,
-        new_messages: list[tuple[int, bytes]] | None,
-        base_created_at: float | None = None,
-    ) -> Any:
-        async def op() -> None:
-            applied = await self._cache_put(cache, rec, new_messages, base_created_at)
-            if applied is False and new_messages is not None:
-                # The tier lacks the previous version the rows apply to (a write-through of
-                # it was lost or dropped): send the complete record when a private tier
-                # holds it, so a thread whose LRU stays warm does not stay out of Redis.
-                full = await self._private_copy(ThreadKey(rec.thread_id, rec.user_id))
-                if full is not None and _same_checkpoint(full, rec):
-                    await self._cache_put(cache, full)
-
-        return op
+    def _later_put(self, op: _PutOp) -> None:
+        """Queue a put of a shared tier. The write-through of a checkpoint taken mid-run
+        (status ``"running"``) lingers, so the run's next steps merge into it; any other (a
+        run's last checkpoint, a fill) is urgent: it goes out at once, with what merged."""
+        urgent = op.rows is None or op.rec.status != _MID_RUN
+        self._behind.submit(op, (id(op.cache), op.rec.thread_id), linger=not urgent)
 
     async def _private_copy(self, key: ThreadKey) -> StoredCheckpoint | None:
         """The complete latest record a private tier holds for ``key``, or ``None``."""
@@ -586,7 +597,7 @@ class LayeredStore:
         if not self._usable(key, rec):
             self._cache_failed(cache, ValueError("inconsistent record"), "get")
             if cache in self._shared:
-                self._later(self._invalidate_op(cache, key))
+                self._later(self._invalidate_op(cache, key), cache, key.thread_id)
             else:
                 await self._cache_invalidate(cache, key)
             return None
@@ -598,14 +609,21 @@ class LayeredStore:
         rec: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None = None,
         base_created_at: float | None = None,
+        base_version: int | None = None,
     ) -> bool | None:
         """``cache.put`` (its answer: ``False`` when a tier says it could not apply the
-        record); on failure, log it, drop the thread from that tier and answer ``None``."""
+        record); on failure, log it, drop the thread from that tier and answer ``None``.
+        ``base_version`` (a merged write-through's) goes only to a tier that ``coalesces``."""
         try:
             # The protocol's put returns None; RedisCache.put answers whether it applied.
-            applied: bool | None = await cache.put(  # type: ignore[func-returns-value]
-                rec, new_messages, base_created_at
-            )
+            if base_version is None:
+                applied: bool | None = await cache.put(  # type: ignore[func-returns-value]
+                    rec, new_messages, base_created_at
+                )
+            else:
+                # only a tier that ``coalesces`` (RedisCache) takes base_version
+                put: Any = cache.put
+                applied = await put(rec, new_messages, base_created_at, base_version=base_version)
         except Exception as exc:
             self._cache_failed(cache, exc, "put")
             await self._cache_invalidate(cache, ThreadKey(rec.thread_id, rec.user_id))
@@ -624,7 +642,7 @@ class LayeredStore:
         background."""
         for cache in tiers:
             if cache in self._shared:
-                self._later(self._put_op(cache, rec, None))
+                self._later_put(_PutOp(self, cache, rec, None, None, None))
             else:
                 await self._cache_put(cache, rec)
 
@@ -635,7 +653,7 @@ class LayeredStore:
         for cache in self._private:
             await self._cache_invalidate(cache, key)
         for cache in self._shared:
-            self._later(self._invalidate_op(cache, key))
+            self._later(self._invalidate_op(cache, key), cache, key.thread_id)
         _event(
             EVENT.CACHE_INVALIDATED,
             {ATTR.THREAD_ID: key.thread_id, ATTR.INVALIDATION_REASON: reason},
@@ -649,3 +667,93 @@ class LayeredStore:
             "cache tier %r failed in %s (%s); treated as a miss", tier, op, type(exc).__name__
         )
         _event(EVENT.CACHE_FAILURE, {ATTR.TIER: tier, ATTR.ERROR_TYPE: type(exc).__name__})
+
+
+class _PutOp:
+    """A put of a shared tier waiting in the background lane: a write-through (the rows of
+    one or, merged, several consecutive versions, on top of ``base_version``) or a read fill
+    (a complete record). A write-through absorbs the next version's write-through of the same
+    thread and owner (its rows appended, its record kept as the latest) when the tier
+    ``coalesces`` and the rows stay under :data:`MERGE_MAX_BYTES`; fills absorb nothing."""
+
+    __slots__ = (
+        "base_created_at",
+        "base_version",
+        "cache",
+        "nbytes",
+        "owned",
+        "rec",
+        "rows",
+        "store",
+    )
+
+    def __init__(
+        self,
+        store: LayeredStore,
+        cache: CacheTier,
+        rec: StoredCheckpoint,
+        rows: list[tuple[int, bytes]] | None,
+        base_created_at: float | None,
+        base_version: int | None,
+    ) -> None:
+        self.store = store
+        self.cache = cache
+        self.rec = rec
+        self.rows = rows
+        self.base_created_at = base_created_at
+        self.base_version = base_version
+        self.nbytes = sum(len(b) for _, b in rows) if rows is not None else 0
+        self.owned = False  # ``rows`` is the writer's list until a merge copies it
+
+    def absorb(self, later: Any) -> bool:
+        """Merge ``later`` (the write-through of the next version) into this one.
+
+        Returns:
+            ``True`` when merged (``later`` must not run), ``False`` when it cannot be (it
+            is then queued after this one).
+        """
+        if (
+            type(later) is not _PutOp
+            or later.cache is not self.cache
+            or self.rows is None
+            or later.rows is None
+            or not getattr(self.cache, "coalesces", False)
+        ):
+            return False
+        a, b = self.rec, later.rec
+        if (
+            b.thread_id != a.thread_id
+            or b.user_id != a.user_id
+            or b.version != a.version + 1
+            or later.base_version != a.version
+            or (later.base_created_at is not None and later.base_created_at != a.created_at)
+            or self.nbytes + later.nbytes > MERGE_MAX_BYTES
+        ):
+            return False
+        if not self.owned:
+            self.rows = list(self.rows)
+            self.owned = True
+        self.rows.extend(later.rows)
+        self.nbytes += later.nbytes
+        self.rec = b
+        return True
+
+    async def __call__(self) -> None:
+        store, cache, rec, rows = self.store, self.cache, self.rec, self.rows
+        merged = rows is not None and self.base_version is not None
+        applied = await store._cache_put(
+            cache,
+            rec,
+            rows,
+            self.base_created_at,
+            self.base_version if merged and self.base_version != rec.version - 1 else None,
+        )
+        if applied is False and rows is not None:
+            # The tier lacks the version the rows apply to (a write-through of it was lost
+            # or dropped): send the complete record when a private tier holds it, so a
+            # thread whose LRU stays warm does not stay out of Redis. The private copy may
+            # be newer than ``rec`` (a later write of this process, whose own write-through
+            # was lost with a closed event loop): it is committed too, so it goes instead.
+            full = await store._private_copy(ThreadKey(rec.thread_id, rec.user_id))
+            if full is not None and (_same_checkpoint(full, rec) or full.version > rec.version):
+                await store._cache_put(cache, full)

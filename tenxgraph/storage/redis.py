@@ -6,18 +6,25 @@ failure (server down, a call slower than ``timeout_s``, data that does not parse
 miss, logged as a warning on the ``tenxgraph.redis`` logger and recorded as a span event
 (``tenxgraph.cache.failure``), never an error for the run.
 
-Key layout (every key of a thread shares one hash tag, so the layout works on Redis Cluster):
+Key layout, format ``"2"`` (every key of a thread shares one hash tag, so the layout works on
+Redis Cluster):
 
-* ``{prefix}{<thread_id>}:meta``: a hash with ``fmt`` (layout version, ``"1"``), ``owner`` (a
+* ``{prefix}{<thread_id>}:meta``: a hash with ``fmt`` (layout version, ``"2"``), ``owner`` (a
   digest of the owner's ``user_id``), ``version``, ``values``, ``ranges`` (JSON list of
   ``[start, end)`` pairs), ``next_seq``, ``status``, ``created_at`` (UNIX seconds);
-* ``{prefix}{<thread_id>}:msgs``: a hash ``seq -> message blob`` holding exactly the rows of the
-  cached version's ranges.
+* ``{prefix}{<thread_id>}:msgs``: one string, the message rows of the cached version in list
+  order joined by ``,`` (so ``[`` + it + ``]`` is a JSON array);
+* ``{prefix}{<thread_id>}:lens``: one string, the byte length of each row, comma-separated.
 
 Every key expires ``ttl_s`` seconds after the thread's last write. Reads and writes are single
-Lua scripts (one round trip, atomic): a read fetches the meta and the messages of its ranges; a
-write-through sends only the new rows and applies them only on top of the cached previous
-version (else it drops the thread's data keys); a copy never replaces a newer cached version.
+Lua scripts (one round trip, atomic): a read fetches the meta and the two strings, and the
+client frames the rows by their lengths and decodes them all in one pydantic-core call
+(:func:`~tenxgraph.storage.serde.decode_message_array`; rows that call cannot decide alone are
+left to the checkpointer's row-by-row decoding, so a garbage row is a miss, never an error). A
+write-through sends only the new rows and applies them only on top of the cached version they
+follow (else it drops the thread's keys): an append-only step ``APPEND``s them, a step that
+changed or removed messages rebuilds both strings from the cached rows and the new ones. A copy
+never replaces a newer cached version. Keys of another format read as garbage (a miss; deleted).
 
 Nothing read from this tier is relied on unconfirmed: :class:`~tenxgraph.storage.layered.
 LayeredStore` asks the source of truth, in the run's one conditional read (``READ_SINCE``),
@@ -68,14 +75,16 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.records import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
+from . import serde
 from ._tasks import cancel_guards, start_guard
 
 __all__ = ["RedisCache", "auth_error"]
 
 logger = logging.getLogger("tenxgraph.redis")
 
-#: Layout version written in every meta hash; anything else reads as garbage.
-_FMT = "1"
+#: Layout version written in every meta hash; anything else reads as garbage (``"1"``: the
+#: messages in a hash ``seq -> row``; ``"2"``: one string of the rows and one of their lengths).
+_FMT = "2"
 
 #: At most this many threads are remembered for deletion after an outage.
 _MAX_DIRTY = 10_000
@@ -97,11 +106,13 @@ _UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     RedisClusterException,
 )
 
-# KEYS: meta, msgs. ARGV: 1 owner digest, 2 fmt.
-# Returns the entry, false (nothing for this owner) or 0 (garbage, deleted).
+# KEYS: meta, msgs, lens. ARGV: 1 owner digest, 2 fmt.
+# Returns the entry, false (nothing for this owner) or 0 (garbage, deleted). The rows are
+# returned as they are stored: one string of the rows joined by ',' and one of their lengths;
+# the client checks that they frame each other and match the ranges.
 _GET_LUA = """
 local function garbage()
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return 0
 end
 local t = redis.call('TYPE', KEYS[1])['ok']
@@ -113,91 +124,55 @@ if m[1] ~= ARGV[2] then return garbage() end
 for i = 2, 8 do if not m[i] then return garbage() end end
 if m[2] ~= ARGV[1] then return false end
 if not tonumber(m[3]) or not tonumber(m[6]) or not tonumber(m[8]) then return garbage() end
-local ok, ranges = pcall(cjson.decode, m[5])
-if not ok or type(ranges) ~= 'table' then return garbage() end
-local total = 0
-for i = 1, #ranges do
-  local r = ranges[i]
-  if type(r) ~= 'table' or type(r[1]) ~= 'number' or type(r[2]) ~= 'number' or r[2] < r[1] then
-    return garbage()
-  end
-  total = total + (r[2] - r[1])
-end
 local mt = redis.call('TYPE', KEYS[2])['ok']
-if mt ~= 'hash' and (mt ~= 'none' or total > 0) then return garbage() end
-if total > 0 and total > redis.call('HLEN', KEYS[2]) then return garbage() end
-local lens, parts, fields = {}, {}, {}
-local function flush()
-  if #fields == 0 then return true end
-  local vals = redis.call('HMGET', KEYS[2], unpack(fields))
-  for i = 1, #fields do
-    local v = vals[i]
-    if not v then return false end
-    lens[#lens + 1] = #v
-    parts[#parts + 1] = v
-  end
-  fields = {}
-  return true
+local lt = redis.call('TYPE', KEYS[3])['ok']
+if (mt ~= 'string' and mt ~= 'none') or (lt ~= 'string' and lt ~= 'none') then
+  return garbage()
 end
-for i = 1, #ranges do
-  for seq = ranges[i][1], ranges[i][2] - 1 do
-    fields[#fields + 1] = seq
-    if #fields >= 512 and not flush() then return garbage() end
-  end
-end
-if not flush() then return garbage() end
-return {m[3], m[4], m[5], m[6], m[7], m[8], table.concat(lens, ','), table.concat(parts)}
+local body = redis.call('GET', KEYS[2]) or ''
+local lens = redis.call('GET', KEYS[3]) or ''
+return {m[3], m[4], m[5], m[6], m[7], m[8], lens, body}
 """
 
-# KEYS: meta, msgs
+# KEYS: meta, msgs, lens
 # ARGV: 1 mode ('inc' | 'full' | 'drop'), 2 version, 3 owner, 4 values, 5 ranges JSON,
 #       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 fmt, 11 row seqs "s1,s2,...",
-#       12 row lengths "n1,n2,...", 13 the row blobs concatenated, 14 created_at of the
-#       version the 'inc' rows apply to ('' unknown: not checked). A version number alone
-#       does not name a checkpoint (a thread deleted and created anew counts from 1 again), so
-#       rows extend the cached copy only when its created_at is that one, and a complete record
-#       replaces a copy of the same version created at another time.
+#       12 row lengths "n1,n2,...", 13 the rows joined by ',', 14 created_at of the version
+#       the 'inc' rows apply to ('' unknown: not checked), 15 that version's number.
+# A version number alone does not name a checkpoint (a thread deleted and created anew counts
+# from 1 again), so rows extend the cached copy only when it is that version created at that
+# time, and a complete record replaces a copy of the same version created at another time.
+# 'inc' rows that only append (the cached ranges extend to the new ones and the rows are
+# exactly the seqs added, in order) are APPENDed to both strings; otherwise the list is
+# rewritten from the cached rows and the new ones (a step that changed or removed messages).
 # Returns 1 applied, 2 data dropped (the rows do not apply on top of what is cached),
 # 0 ignored (a newer version, or this very checkpoint, is cached).
 _PUT_LUA = """
 local mode, v, owner, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[9])
 local row_seqs, row_lens = {}, {}
-for x in string.gmatch(ARGV[11], '[^,]+') do row_seqs[#row_seqs + 1] = x end
+for x in string.gmatch(ARGV[11], '[^,]+') do row_seqs[#row_seqs + 1] = tonumber(x) end
 local total = 0
 for x in string.gmatch(ARGV[12], '[^,]+') do
   local n = tonumber(x)
   row_lens[#row_lens + 1] = n
   total = total + n
 end
+if #row_seqs > 0 then total = total + #row_seqs - 1 end
 if #row_seqs ~= #row_lens or total ~= #ARGV[13] then
   return redis.error_reply('tenxgraph: malformed rows')
 end
 local cv, co, cr, cc = nil, nil, nil, nil
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'hash' then
+if redis.call('TYPE', KEYS[1])['ok'] == 'hash' then
   local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt', 'created_at')
   if m[4] == ARGV[10] then cv, co, cr, cc = tonumber(m[1]), m[2], m[3], m[5] end
 end
 local mt = redis.call('TYPE', KEYS[2])['ok']
-if mt ~= 'hash' and mt ~= 'none' then cv = nil end
+local lt = redis.call('TYPE', KEYS[3])['ok']
+if (mt ~= 'string' and mt ~= 'none') or (lt ~= 'string' and lt ~= 'none') then cv = nil end
 if cv and co == owner then
-  if cv > v or (cv == v and mode ~= 'inc' and cc == ARGV[8]) then return 0 end
+  if cv > v or (cv == v and cc == ARGV[8]) then return 0 end
 end
 
-local function set_rows()
-  local batch, off, body = {}, 1, ARGV[13]
-  for i = 1, #row_seqs do
-    local n = row_lens[i]
-    batch[#batch + 1] = row_seqs[i]
-    batch[#batch + 1] = string.sub(body, off, off + n - 1)
-    off = off + n
-    if #batch >= 1024 then
-      redis.call('HSET', KEYS[2], unpack(batch))
-      batch = {}
-    end
-  end
-  if #batch > 0 then redis.call('HSET', KEYS[2], unpack(batch)) end
-end
 local function set_meta()
   redis.call('HSET', KEYS[1], 'fmt', ARGV[10], 'owner', owner, 'version', ARGV[2],
              'values', ARGV[4], 'ranges', ARGV[5], 'next_seq', ARGV[6], 'status', ARGV[7],
@@ -206,63 +181,116 @@ end
 local function valid_ranges(r)
   if type(r) ~= 'table' then return false end
   for i = 1, #r do
-    if type(r[i]) ~= 'table' or type(r[i][1]) ~= 'number' or type(r[i][2]) ~= 'number' then
+    if type(r[i]) ~= 'table' or type(r[i][1]) ~= 'number' or type(r[i][2]) ~= 'number'
+       or r[i][2] < r[i][1] then
       return false
     end
   end
   return true
 end
-local function extends(old, new)
+-- the seqs 'new' adds after 'old' when it only appends to it, else nil
+local function appended(old, new)
   local n = #old
-  if n == 0 then return true end
-  if #new < n then return false end
-  for i = 1, n - 1 do
-    if old[i][1] ~= new[i][1] or old[i][2] ~= new[i][2] then return false end
+  local out = {}
+  if n > 0 then
+    if #new < n then return nil end
+    for i = 1, n - 1 do
+      if old[i][1] ~= new[i][1] or old[i][2] ~= new[i][2] then return nil end
+    end
+    if old[n][1] ~= new[n][1] or new[n][2] < old[n][2] then return nil end
+    for seq = old[n][2], new[n][2] - 1 do out[#out + 1] = seq end
   end
-  return old[n][1] == new[n][1] and new[n][2] >= old[n][2]
+  for i = n + 1, #new do
+    for seq = new[i][1], new[i][2] - 1 do out[#out + 1] = seq end
+  end
+  return out
 end
-local function prune(new)
-  local keep = {}
-  for i = 1, #new do
-    for seq = new[i][1], new[i][2] - 1 do keep[tostring(seq)] = true end
+local function same_seqs(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+-- the list of 'new' built from the cached rows of 'old' and the rows sent; false when a
+-- row is found in neither
+local function rewrite(old, new)
+  local body = redis.call('GET', KEYS[2]) or ''
+  local at, off, i = {}, 1, 1
+  local olens = {}
+  for x in string.gmatch(redis.call('GET', KEYS[3]) or '', '[^,]+') do
+    olens[#olens + 1] = tonumber(x)
   end
-  local all = redis.call('HKEYS', KEYS[2])
-  local del = {}
-  for i = 1, #all do
-    if not keep[all[i]] then
-      del[#del + 1] = all[i]
-      if #del >= 1024 then
-        redis.call('HDEL', KEYS[2], unpack(del))
-        del = {}
+  for r = 1, #old do
+    for seq = old[r][1], old[r][2] - 1 do
+      local n = olens[i]
+      if not n then return false end
+      at[seq] = {off, n}
+      off = off + n + 1
+      i = i + 1
+    end
+  end
+  if i - 1 ~= #olens or (#olens > 0 and off - 2 ~= #body) then return false end
+  local sent, soff = {}, 1
+  for k = 1, #row_seqs do
+    sent[row_seqs[k]] = {soff, row_lens[k]}
+    soff = soff + row_lens[k] + 1
+  end
+  local parts, lens = {}, {}
+  for r = 1, #new do
+    for seq = new[r][1], new[r][2] - 1 do
+      local s = sent[seq]
+      if s then
+        parts[#parts + 1] = string.sub(ARGV[13], s[1], s[1] + s[2] - 1)
+        lens[#lens + 1] = s[2]
+      else
+        s = at[seq]
+        if not s then return false end
+        parts[#parts + 1] = string.sub(body, s[1], s[1] + s[2] - 1)
+        lens[#lens + 1] = s[2]
       end
     end
   end
-  if #del > 0 then redis.call('HDEL', KEYS[2], unpack(del)) end
+  redis.call('DEL', KEYS[2], KEYS[3])
+  if #parts > 0 then
+    redis.call('SET', KEYS[2], table.concat(parts, ','))
+    redis.call('SET', KEYS[3], table.concat(lens, ','))
+  end
+  return true
 end
 
 local applied = false
-if mode == 'inc' and cv and co == owner and cv == v - 1 and (ARGV[14] == '' or cc == ARGV[14]) then
+if mode == 'inc' and cv and co == owner and cv == tonumber(ARGV[15])
+   and (ARGV[14] == '' or cc == ARGV[14]) then
   local ok1, old = pcall(cjson.decode, cr)
   local ok2, new = pcall(cjson.decode, ARGV[5])
   if ok1 and ok2 and valid_ranges(old) and valid_ranges(new) then
-    if not extends(old, new) then prune(new) end
-    set_rows()
-    set_meta()
-    applied = true
+    local tail = appended(old, new)
+    if tail and same_seqs(tail, row_seqs) then
+      if #row_seqs > 0 then
+        local sep = ''
+        if redis.call('STRLEN', KEYS[3]) > 0 then sep = ',' end
+        redis.call('APPEND', KEYS[2], sep .. ARGV[13])
+        redis.call('APPEND', KEYS[3], sep .. ARGV[12])
+      end
+      applied = true
+    else
+      applied = rewrite(old, new)
+    end
+    if applied then set_meta() end
   end
 elseif mode == 'full' then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  set_rows()
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  if #row_seqs > 0 then
+    redis.call('SET', KEYS[2], ARGV[13])
+    redis.call('SET', KEYS[3], ARGV[12])
+  end
   set_meta()
   applied = true
 end
 if applied then
-  redis.call('EXPIRE', KEYS[1], ttl)
-  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
-else
-  redis.call('DEL', KEYS[1], KEYS[2])
+  for k = 1, 3 do redis.call('EXPIRE', KEYS[k], ttl) end
+  return 1
 end
-if applied then return 1 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return 2
 """
 
@@ -297,20 +325,26 @@ def _parse_ranges(raw: bytes) -> tuple[Range, ...]:
 
 
 def _split(lens_b: bytes, body: bytes) -> list[bytes]:
-    """The blobs of ``body`` framed by the comma-separated lengths ``lens_b`` (the GET
-    script's answer: one bulk string instead of one reply per message, which redis-py's
-    parser would handle one by one)."""
+    """The rows of ``body`` (rows joined by ``,``) framed by the comma-separated lengths
+    ``lens_b``, as the thread's ``msgs`` and ``lens`` strings hold them.
+
+    Raises:
+        ValueError: the lengths do not frame ``body`` exactly.
+    """
     out: list[bytes] = []
     if not lens_b:
         if body:
             raise ValueError("unframed bytes")
         return out
     off = 0
+    append = out.append
     for n in map(int, lens_b.split(b",")):
         end = off + n
-        out.append(body[off:end])
-        off = end
-    if off != len(body):
+        if n < 2 or end > len(body):
+            raise ValueError("frame length")
+        append(body[off:end])
+        off = end + 1
+    if off != len(body) + 1:
         raise ValueError("frame length")
     return out
 
@@ -388,10 +422,13 @@ class RedisCache:
     Attributes:
         name: ``"redis"`` (telemetry tier name).
         shared: ``True``: every instance writes through it, so its hits need no validation.
+        coalesces: ``True``: :meth:`put` takes ``base_version``, so the layered store may
+            merge the write-throughs of several consecutive versions into one call.
     """
 
     name = "redis"
     shared = True
+    coalesces = True
 
     def __init__(
         self,
@@ -536,10 +573,10 @@ class RedisCache:
             return thread_id
         return "h:" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
 
-    def keys(self, thread_id: str) -> tuple[str, str]:
-        """The thread's ``(meta, msgs)`` keys; both share one hash tag (:meth:`_tag`)."""
+    def keys(self, thread_id: str) -> tuple[str, str, str]:
+        """The thread's ``(meta, msgs, lens)`` keys; all share one hash tag (:meth:`_tag`)."""
         base = f"{self.prefix}{{{self._tag(thread_id)}}}:"
-        return base + "meta", base + "msgs"
+        return base + "meta", base + "msgs", base + "lens"
 
     # ------------------------------------------------------------------ CacheTier
 
@@ -588,6 +625,8 @@ class RedisCache:
         record: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None = None,
         base_created_at: float | None = None,
+        *,
+        base_version: int | None = None,
     ) -> bool:
         """Cache ``record`` as the thread's latest, atomically, in one round trip.
 
@@ -600,12 +639,17 @@ class RedisCache:
                 an older cached version (a read fill).
             new_messages: the ``(seq, blob)`` rows this version added (write-through after a
                 CAS write): only they are sent, applied on top of the cached
-                ``record.version - 1``; when Redis holds anything else the thread's data keys
-                are deleted instead. Rows covering the whole record (a thread's first
-                version) make it complete.
+                ``base_version``; when Redis holds anything else the thread's data keys are
+                deleted instead. Rows that only append are appended to the stored list;
+                otherwise the list is rebuilt in Redis from its cached rows and these. Rows
+                covering the whole record (a thread's first version) make it complete.
             base_created_at: ``created_at`` of the version the rows apply to. The cached
                 copy is extended only when it is that checkpoint (a thread deleted and created
                 anew reuses version numbers); ``None``: not checked.
+            base_version: the version the rows apply to (count, at least 0); ``None``:
+                ``record.version - 1``. A merged write-through (the rows of several
+                consecutive versions, see :class:`~tenxgraph.storage.layered.LayeredStore`)
+                names the version before the first of them.
 
         A copy never replaces a newer cached version. Never raises for a Redis problem; a
         write-through that cannot reach Redis marks the thread for deletion once Redis is
@@ -614,7 +658,7 @@ class RedisCache:
         tid = record.thread_id
         with self._span(SPAN.CHECKPOINT_WRITE, tid, "EVALSHA") as sp:
             try:
-                args, nrows = self._put_args(record, new_messages, base_created_at)
+                args, nrows = self._put_args(record, new_messages, base_created_at, base_version)
             except (ValueError, TypeError) as exc:  # a malformed record: drop what is cached
                 self._garbage(sp, tid, type(exc).__name__)
                 await self._delete_quietly(tid)
@@ -645,6 +689,7 @@ class RedisCache:
         record: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None,
         base_created_at: float | None = None,
+        base_version: int | None = None,
     ) -> tuple[list[Any], int]:
         """ARGV of the put script (see ``_PUT_LUA``) and the number of rows it carries."""
         owner = _owner(record.user_id)
@@ -681,8 +726,9 @@ class RedisCache:
             _FMT,
             ",".join(map(str, seqs)),
             ",".join([str(len(b)) for b in blobs]),
-            b"".join(blobs),
+            b",".join(blobs),
             repr(float(base_created_at)) if base_created_at is not None else "",
+            record.version - 1 if base_version is None else int(base_version),
         ]
         return args, len(seqs)
 
@@ -975,9 +1021,15 @@ class RedisCache:
                 raise _Garbage("values")
         except orjson.JSONDecodeError:
             raise _Garbage("values") from None
-        for b in messages:
-            if not _looks_like_blob(b):
-                raise _Garbage("message")
+        # The rows arrive as one contiguous string: decode them in one call. When that path
+        # cannot decide alone (tagged values, a row it refuses) the checkpointer decodes the
+        # rows one by one, exactly as rows read from the source, and a row that does not
+        # decode makes the copy a miss there (see ``_decode_or_refetch``).
+        decoded = serde.decode_message_array(body, len(messages)) if messages else None
+        if decoded is None:
+            for b in messages:
+                if not _looks_like_blob(b):
+                    raise _Garbage("message")
         return StoredCheckpoint(
             thread_id=key.thread_id,
             user_id=key.user_id,
@@ -988,6 +1040,7 @@ class RedisCache:
             next_seq=next_seq,
             status=status,
             created_at=created_at,
+            decoded=(decoded, len(decoded)) if decoded is not None else None,
         )
 
 

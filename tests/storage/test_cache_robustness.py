@@ -25,13 +25,14 @@ async def test_wrong_shape_json_in_redis_is_a_miss_not_an_error(
     await writer.asetup()
     await writer.aput_messages(cfg, [Message.text_message("kept", message_id="m1")])
     redis_tier = next(c for c in writer.store.caches if isinstance(c, RedisCache))
-    _meta, msgs_key = redis_tier.keys("shape")
+    await writer.store.aflush()
+    _meta, msgs_key, lens_key = redis_tier.keys("shape")
     client = aioredis.Redis.from_url(redis_url)
     try:
-        fields = await client.hkeys(msgs_key)
-        assert fields, "the write-through should have cached the message"
-        for f in fields:
-            await client.hset(msgs_key, f, b'{"role": 5}')  # valid JSON, not a Message
+        assert await client.get(msgs_key), "the write-through should have cached the message"
+        bad = b'{"role": 5}'  # valid JSON, not a Message
+        await client.set(msgs_key, bad)
+        await client.set(lens_key, str(len(bad)).encode())
     finally:
         await client.aclose()
     await writer.aclose()

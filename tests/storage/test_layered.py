@@ -399,6 +399,7 @@ async def test_conflict_invalidates_every_tier(
     await turn(a, KEY, "one")
     ra, rb = await a.read(KEY), await b.read(KEY)
     await a.write(next_write(ra, KEY, ["two-a"]))
+    await a.aflush()  # a's write-through (mid-run: it lingers) lands before b's invalidation
     with trace.get_tracer("test").start_as_current_span("test-write"):
         with pytest.raises(StaleStateError) as ei:
             await b.write(next_write(rb, KEY, ["two-b"]))
@@ -712,11 +713,12 @@ async def test_garbage_in_redis_returns_correct_data(
     writer = make_stack()
     for t in "abc":
         await turn(writer, KEY, t)
+    await writer.aflush()  # mid-run write-throughs linger: none may land after a corruption
     tid = KEY.thread_id
     meta, msgs = (f"{redis_prefix}{{{tid}}}:{s}" for s in ("meta", "msgs"))
     corruptions = [
         lambda r: r.set(meta, b"\x00garbage"),
-        lambda r: r.hset(msgs, "2", b"not json"),
+        lambda r: r.setrange(msgs, r.strlen(msgs) - 4, b"\x00j\xffs"),
         lambda r: r.hset(meta, "ranges", b"{]"),
         lambda r: (r.delete(msgs), r.set(msgs, b"x")),
     ]
@@ -726,7 +728,9 @@ async def test_garbage_in_redis_returns_correct_data(
     ):
         for corrupt in corruptions:
             await writer.read(KEY)  # make sure Redis holds a good copy first
-            await make_stack().read(KEY)
+            filler = make_stack()
+            await filler.read(KEY)
+            await filler.aflush()
             corrupt(raw)
             cold = make_stack()  # empty LRU: goes to Redis, finds garbage, falls through
             rec = await cold.read(KEY)

@@ -141,7 +141,7 @@ async def test_round_trip_key_layout_and_ttl(
     assert rec == record(1, ((1, 4),))
     assert rec.messages == [blob(1), blob(2), blob(3)]
     keys = sorted(k.decode() for k in raw.keys(redis_prefix + "*"))
-    assert keys == [f"{redis_prefix}{{t1}}:{s}" for s in ("meta", "msgs")]
+    assert keys == [f"{redis_prefix}{{t1}}:{s}" for s in ("lens", "meta", "msgs")]
     # one hash tag per thread: every key of the thread lives in the slot of "t1"
     assert {key_slot(k.encode()) for k in keys} == {key_slot(b"t1")}
     if cache_is_cluster(cache):  # the cluster agrees (CLUSTER KEYSLOT), all on one master
@@ -151,7 +151,11 @@ async def test_round_trip_key_layout_and_ttl(
         assert 0 < raw.ttl(k) <= 600
     meta = raw.hgetall(f"{redis_prefix}{{t1}}:meta")
     assert meta[b"owner"] != b"alice" and b"alice" not in b"".join(meta.values())  # digest only
-    assert raw.hlen(f"{redis_prefix}{{t1}}:msgs") == 3
+    # the rows as one string, joined by commas, and their lengths beside it
+    assert raw.get(f"{redis_prefix}{{t1}}:msgs") == b",".join(blob(s) for s in (1, 2, 3))
+    assert raw.get(f"{redis_prefix}{{t1}}:lens") == b",".join(
+        str(len(blob(s))).encode() for s in (1, 2, 3)
+    )
     assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 1
 
 
@@ -183,9 +187,10 @@ async def test_incremental_put_sends_only_new_rows(redis_url: str, redis_prefix:
         await cache.put(record(2, ((1, 53),), messages=False), rows(51, 52))
         [cmd] = client.commands  # one round trip
         assert cmd[0] == "EVALSHA"
-        # the rows, framed: seqs, lengths, blobs concatenated; then the base's created_at
-        seqs, lens, body, base = cmd[-4:]
-        assert (seqs, body, base) == ("51,52", blob(51) + blob(52), "")
+        # the rows, framed: seqs, lengths, rows joined by commas; then the base's created_at
+        # and version
+        seqs, lens, body, base, base_version = cmd[-5:]
+        assert (seqs, body, base, base_version) == ("51,52", blob(51) + b"," + blob(52), "", 1)
         assert lens == f"{len(blob(51))},{len(blob(52))}"
         assert sum(len(a) for a in cmd[1:] if isinstance(a, bytes | str)) < 600  # not O(n)
         client.commands.clear()
@@ -224,7 +229,7 @@ async def test_incremental_put_on_another_version_drops_data(
     await cache.put(record(1, ((1, 3),)))
     await cache.put(record(3, ((1, 4),), messages=False), rows(3))  # Redis holds 1, not 2
     assert await cache.get(KEY) is None
-    assert not raw.exists(f"{redis_prefix}{{t1}}:meta", f"{redis_prefix}{{t1}}:msgs")
+    assert not raw.exists(*(f"{redis_prefix}{{t1}}:{k}" for k in ("meta", "msgs", "lens")))
     # nothing cached at all: rows alone install nothing
     assert await cache.put(record(4, ((1, 5),), messages=False), rows(4)) is False
     assert await cache.get(KEY) is None
@@ -239,7 +244,8 @@ async def test_replaced_ranges_prune_rows(cache: RedisCache, raw, redis_prefix) 
     await cache.put(record(2, ((9, 10), (2, 3), (5, 6)), messages=False), rows(9))
     rec = await cache.get(KEY)
     assert rec.messages == [blob(9), blob(2), blob(5)] and rec.ranges == ((9, 10), (2, 3), (5, 6))
-    assert sorted(raw.hkeys(f"{redis_prefix}{{t1}}:msgs")) == [b"2", b"5", b"9"]
+    # the list was rewritten: only the rows of the new ranges are left, in list order
+    assert raw.get(f"{redis_prefix}{{t1}}:msgs") == b",".join([blob(9), blob(2), blob(5)])
 
 
 async def test_never_goes_backwards(cache: RedisCache) -> None:
@@ -293,9 +299,18 @@ GARBAGE = {
     "version not a number": lambda r, p: r.hset(f"{p}{{t1}}:meta", "version", b"abc"),
     "ranges not json": lambda r, p: r.hset(f"{p}{{t1}}:meta", "ranges", b"[[1,"),
     "ranges beyond the rows": lambda r, p: r.hset(f"{p}{{t1}}:meta", "ranges", b"[[1,1000000000]]"),
-    "a message row missing": lambda r, p: r.hdel(f"{p}{{t1}}:msgs", "2"),
+    "a message row missing": lambda r, p: r.set(f"{p}{{t1}}:msgs", b",".join([blob(1), blob(2)])),
+    "lengths do not frame the rows": lambda r, p: r.append(f"{p}{{t1}}:lens", b",1"),
+    "lengths not numbers": lambda r, p: r.set(f"{p}{{t1}}:lens", b"a,b,c"),
+    "lengths missing": lambda r, p: r.delete(f"{p}{{t1}}:lens"),
     "msgs is a list": lambda r, p: (r.delete(f"{p}{{t1}}:msgs"), r.rpush(f"{p}{{t1}}:msgs", b"x")),
-    "a message blob garbage": lambda r, p: r.hset(f"{p}{{t1}}:msgs", "2", b"\x00\xffgarbage"),
+    "lens is a hash": lambda r, p: (r.delete(f"{p}{{t1}}:lens"), r.hset(f"{p}{{t1}}:lens", "a", 1)),
+    "a message blob garbage": lambda r, p: r.setrange(f"{p}{{t1}}:msgs", 0, b"\x00\xff"),
+    "the previous layout": lambda r, p: (
+        r.delete(f"{p}{{t1}}:msgs", f"{p}{{t1}}:lens"),
+        r.hset(f"{p}{{t1}}:meta", "fmt", b"1"),
+        r.hset(f"{p}{{t1}}:msgs", mapping={"1": blob(1), "2": blob(2), "3": blob(3)}),
+    ),
     "values garbage": lambda r, p: r.hset(f"{p}{{t1}}:meta", "values", b"{not json"),
     "unknown layout": lambda r, p: r.hset(f"{p}{{t1}}:meta", "fmt", b"99"),
     "status not utf-8": lambda r, p: r.hset(f"{p}{{t1}}:meta", "status", b"\xff\xfe"),
@@ -474,3 +489,22 @@ def span_exporter():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield exporter
     exporter.shutdown()
+
+
+async def test_merged_rows_of_several_versions_apply_on_their_base(cache: RedisCache) -> None:
+    """A merged write-through (versions 2 and 3 in one call) applies on top of version 1; rows
+    a later step dropped again are left out of the rewritten list."""
+    await cache.put(record(1, ((1, 6),)))
+    # v2 appended seq 6, v3 dropped 1, 3-5 and 6 again and added 7: not an append
+    assert await cache.put(record(3, ((2, 3), (7, 8)), messages=False), rows(6, 7), base_version=1)
+    got = await cache.get(KEY)
+    assert got is not None and got.version == 3 and got.messages == [blob(2), blob(7)]
+    # appending on top of the rewritten list
+    assert await cache.put(record(4, ((2, 3), (7, 9)), messages=False), rows(8))
+    got = await cache.get(KEY)
+    assert got is not None and got.messages == [blob(2), blob(7), blob(8)]
+    # a merged put naming a base the cache does not hold drops the copy
+    assert not await cache.put(
+        record(6, ((2, 3), (7, 10)), messages=False), rows(9), base_version=3
+    )
+    assert await cache.get(KEY) is None
