@@ -231,7 +231,10 @@ def _fast(value: Any) -> Any:
             except KeyError:  # a field missing (model_construct): _enc raises as before
                 raise _Slow from None
         if t in _TRUSTED_ENUMS:
-            return _fast(value.value)
+            # ``_value_`` is the member's plain attribute; ``.value`` goes through enum's
+            # Python-level descriptor (twice per checkpoint for ExecutionState's enums).
+            v = value._value_
+            return v if type(v) in _LEAF else _fast(v)
     try:
         return _enc(value, "$", False)
     except SerializationError:
@@ -551,9 +554,17 @@ def encode_values(state: BaseModel, *, verify: bool = True, token: str | None = 
     Raises:
         SerializationError: ``STORAGE_SERIALIZATION_000``; ``context["path"]`` names the value.
     """
-    fields = {name: getattr(state, name) for name in type(state).model_fields if name != "context"}
+    names = _VALUE_FIELDS.get(type(state))
+    if names is None:
+        names = _value_fields(type(state))
+    fields = {name: getattr(state, name) for name in names}
     _flags.risky = False
-    data = dumps(fields if token is None else {**fields, WRITE_TOKEN_KEY: token})
+    if token is None:
+        data = dumps(fields)
+    else:
+        fields[WRITE_TOKEN_KEY] = token
+        data = dumps(fields)
+        del fields[WRITE_TOKEN_KEY]  # the check below compares state fields only
     if verify and _flags.risky:
         try:
             back = decode_values(type(state), data)
@@ -565,6 +576,20 @@ def encode_values(state: BaseModel, *, verify: bool = True, token: str | None = 
             if bad:
                 raise _fail(bad, _at(fields, bad), "it would not decode back to the same type")
     return data
+
+
+#: Per state class, the names of the fields :func:`encode_values` writes (all but ``context``),
+#: in declaration order; filled on first use (``model_fields`` is a pydantic class property
+#: looked up through a descriptor, and a state class does not change its fields).
+_VALUE_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}
+
+
+def _value_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The names :func:`encode_values` writes for ``cls``, computed once per class."""
+    names = tuple(name for name in cls.model_fields if name != "context")
+    if len(_VALUE_FIELDS) < 1024:  # bounded: classes made on the fly are not all kept
+        _VALUE_FIELDS[cls] = names
+    return names
 
 
 def _first_lossy_field(state: BaseModel, fields: dict[str, Any]) -> str | None:
