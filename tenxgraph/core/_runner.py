@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry.trace import INVALID_SPAN
 from pydantic import BaseModel
 
 from tenxgraph.core._context import _RUN, RunContext
@@ -490,12 +491,12 @@ class _Run:
         )
         if lease is not None:
             await lease.renew_now()
-        with use_span(self.span):
-            if fence is None:  # no lease: the call as it always was
-                self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
-            else:
+        if fence is None and self.span is INVALID_SPAN:  # no lease, no run span to enter
+            self.prev = await self.cp.acommit(self.rc.raw, state, self.prev, key=self.key)
+        else:
+            with use_span(self.span):
                 self.prev = await self.cp.acommit(
-                    self.rc.raw, state, self.prev, fence=fence, release=release
+                    self.rc.raw, state, self.prev, fence=fence, release=release, key=self.key
                 )
         if release and lease is not None:
             lease.released_by_write()
@@ -1032,7 +1033,18 @@ class _NodeCall:
     """The fixed parts of one node execution, shared by :func:`_call_node` (a node that
     returns) and :func:`_execute_node` (a generator node)."""
 
-    __slots__ = ("ctx0", "n0", "native", "node", "obj", "span", "started", "state", "step")
+    __slots__ = (
+        "ctx0",
+        "n0",
+        "native",
+        "node",
+        "obj",
+        "span",
+        "started",
+        "state",
+        "step",
+        "traced",
+    )
 
     def __init__(self, run: _Run, node: str, state: AgentState, is_replay: bool) -> None:
         self.node = node
@@ -1052,8 +1064,15 @@ class _NodeCall:
         if run.deadline is not None:
             run.deadline.begin()
         self.started = time.perf_counter()
-        with use_span(run.span):  # the node span is a child of the run span
-            self.span = _node_span(run, node, state, is_replay)
+        if run.span is INVALID_SPAN:
+            # No tracer provider when the run started: the run records no span, nor do its
+            # nodes (no span to make current around the node code either: ``traced``).
+            self.span = INVALID_SPAN
+            self.traced = False
+        else:
+            with use_span(run.span):  # the node span is a child of the run span
+                self.span = _node_span(run, node, state, is_replay)
+            self.traced = True
 
 
 async def _node_code(run: _Run, nc: _NodeCall, fn: Any, *args: Any) -> Any:
@@ -1062,20 +1081,32 @@ async def _node_code(run: _Run, nc: _NodeCall, fn: Any, *args: Any) -> Any:
     yielded to the consumer: see :func:`_execute_node`)."""
     token = _RUN.set(run.ctx)
     try:
-        with use_span(run.span), use_span(nc.span):
-            deadline = run.deadline
+        deadline = run.deadline
+        if not nc.traced:  # no span to make current (a run without a tracer provider)
             if deadline is None:
                 return await fn(*args)
             try:
                 return await deadline.call(fn, *args, native=nc.native)
             except TimeoutError:
-                timeout = run.rc.node_timeout
-                raise NodeTimeoutError(
-                    f"node {nc.node!r} ran longer than node_timeout={timeout} s",
-                    context={"node": nc.node, "timeout_s": timeout},
-                ) from None
+                raise _timed_out(run, nc) from None
+        with use_span(run.span), use_span(nc.span):
+            if deadline is None:
+                return await fn(*args)
+            try:
+                return await deadline.call(fn, *args, native=nc.native)
+            except TimeoutError:
+                raise _timed_out(run, nc) from None
     finally:
         _RUN.reset(token)
+
+
+def _timed_out(run: _Run, nc: _NodeCall) -> NodeTimeoutError:
+    """The error of node code that ran past ``node_timeout``."""
+    timeout = run.rc.node_timeout
+    return NodeTimeoutError(
+        f"node {nc.node!r} ran longer than node_timeout={timeout} s",
+        context={"node": nc.node, "timeout_s": timeout},
+    )
 
 
 async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOutcome) -> None:
@@ -1099,7 +1130,10 @@ async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOu
             out.keys.update(k for k in upd if not k.startswith("__"))
             new_state, more = apply_update(new_state, upd)
             new_msgs.extend(more)
-    with use_span(run.span), use_span(nc.span):
+    if nc.traced:
+        with use_span(run.span), use_span(nc.span):
+            out.nxt = await _route(run.graph, node, new_state, run.rc.raw, goto)
+    else:
         out.nxt = await _route(run.graph, node, new_state, run.rc.raw, goto)
     out.new_state, out.new_msgs = new_state, new_msgs
     await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=nc.step, next=out.nxt)

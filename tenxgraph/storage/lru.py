@@ -87,10 +87,9 @@ def _handed_out(e: Any) -> bool:
     return _SOLE_REFS is None or _refs_of_blobs(e) != _SOLE_REFS
 
 
-def _tracing_enabled() -> bool:
-    # Skip even the (cheap) no-op span and its attribute dict unless a tracer provider is
-    # installed: an LRU hit takes about a microsecond.
-    return enabled()
+# Skip even the (cheap) no-op span and its attribute dict unless a tracer provider is
+# installed: an LRU hit takes about a microsecond.
+_tracing_enabled = enabled
 
 
 def _write_bytes(record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None) -> int:

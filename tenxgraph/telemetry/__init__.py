@@ -44,6 +44,7 @@ __all__ = [
     "METRIC",
     "METRICS",
     "MetricSpec",
+    "NO_SPAN",
     "SPAN",
     "SpanKind",
     "WRITE_DURATION_BUCKETS_S",
@@ -286,6 +287,11 @@ class _NoopSpanContext:
 
 
 _NOOP = _NoopSpanContext()
+
+#: The do-nothing context manager :func:`span` returns when :func:`enabled` is false. A hot path
+#: that has just called :func:`enabled` itself (to skip building attributes) uses it instead of
+#: calling :func:`span`, which would check again: ``with span(...) if on else NO_SPAN:``.
+NO_SPAN: Any = _NOOP
 
 
 class _CurrentSpan:

@@ -92,6 +92,10 @@ class Counter:
                 f"counter {self.name!r}: inc() takes a number >= 0, got {amount!r}",
                 context={"name": self.name},
             )
+        self._add(amount, attributes)
+
+    def _add(self, amount: int | float, attributes: dict[str, Any] | None) -> None:
+        """:meth:`inc` without checking ``amount`` (the runtime's own calls, known valid)."""
         if not _enabled:
             return
         with _lock:
@@ -149,12 +153,18 @@ class TimerMetric:
                 f"timer {self.name!r}: observe() takes milliseconds >= 0, got {duration_ms!r}",
                 context={"name": self.name},
             )
+        self._observe(duration_ms, attributes)
+
+    def _observe(self, duration_ms: int | float, attributes: dict[str, Any] | None) -> None:
+        """:meth:`observe` without checking ``duration_ms`` (the runtime's own calls, which
+        pass a non-negative float)."""
         if not _enabled:
             return
         with _lock:
             self.count += 1
             self.total_ms += duration_ms
-            self.max_ms = max(self.max_ms, float(duration_ms))
+            if duration_ms > self.max_ms:
+                self.max_ms = float(duration_ms)
             instrument = self._instrument
         try:
             instrument.record(duration_ms, attributes)

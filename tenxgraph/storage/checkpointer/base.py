@@ -48,7 +48,7 @@ from tenxgraph.storage import serde
 from tenxgraph.storage._diff import diff_messages
 from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
-from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
+from tenxgraph.telemetry import ATTR, METRIC, NO_SPAN, SPAN, counter, enabled, histogram, span
 
 __all__ = ["ADMIN_SCOPE", "BaseCheckpointer", "Loaded", "StateSnapshot"]
 
@@ -692,13 +692,15 @@ class BaseCheckpointer(Generic[StateT]):
         *,
         fence: int | None = None,
         release: bool = False,
+        key: ThreadKey | None = None,
     ) -> Loaded:
         """Write ``state`` as the next version of the thread, compare-and-swap against ``prev``.
 
         Only messages new or changed since ``prev`` are written. On success
         ``config["_checkpoint_version"]`` is the new version. ``fence``: the run lease's
         fencing token (the write is refused once another run took the lease); ``release``:
-        give that lease up in the same write (the run's last checkpoint).
+        give that lease up in the same write (the run's last checkpoint); ``key``:
+        ``self.key_for(config)`` when the caller holds it already (a run computes it once).
 
         Raises:
             StaleStateError: ``STORAGE_CONFLICT_000``: the thread is no longer at
@@ -712,15 +714,19 @@ class BaseCheckpointer(Generic[StateT]):
             SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
             TransientStorageError: ``STORAGE_TRANSIENT_001``: retryable; nothing was written.
         """
-        await self._ensure_setup()
-        key = self.key_for(config)
-        if self.store is None:
+        if not self._setup_done:
+            await self._ensure_setup()
+        if key is None:
+            key = self.key_for(config)
+        store = self.store
+        if store is None:
             return await self._custom_commit(config, key, state, prev)
         w, view = self.build_write(key, state, prev)
         if fence is not None:
             w.fence, w.release = fence, release
+        traced = enabled()
         attrs = None
-        if enabled():
+        if traced:
             attrs = {
                 ATTR.THREAD_ID: key.thread_id,
                 ATTR.VERSION: w.expected_version + 1,
@@ -728,9 +734,9 @@ class BaseCheckpointer(Generic[StateT]):
                 ATTR.BYTES: len(w.values) + sum(len(b) for _, b in w.new_messages),
             }
         t0 = time.perf_counter()
-        with span(SPAN.CHECKPOINT_COMMIT, attributes=attrs):
+        with span(SPAN.CHECKPOINT_COMMIT, attributes=attrs) if traced else NO_SPAN:
             try:
-                rec = await self.store.write(w)
+                rec = await store.write(w)
             except Exception as exc:
                 code = getattr(exc, "error_code", None)
                 if code == "STORAGE_CONFLICT_000":
@@ -744,7 +750,7 @@ class BaseCheckpointer(Generic[StateT]):
                 raise
         self._write_hist.record(time.perf_counter() - t0, self._metric_attrs)
         self._ckpt_counter.add(1, self._metric_attrs)
-        attach = getattr(self.store, "attach_decoded", None)
+        attach = getattr(store, "attach_decoded", None)
         if attach is not None:
             await attach(key, rec.version, (view.messages, view.length))
         config["_checkpoint_version"] = rec.version
