@@ -1127,7 +1127,9 @@ async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOu
                 # The node returned the state it received (after appending to its
                 # context in place): keep the messages taken above.
                 upd["context"] = new_state.context
-            out.keys.update(k for k in upd if not k.startswith("__"))
+            for k in upd:
+                if not k.startswith("__"):
+                    out.keys.add(k)
             new_state, more = apply_update(new_state, upd)
             new_msgs.extend(more)
     if nc.traced:
@@ -1136,7 +1138,8 @@ async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOu
     else:
         out.nxt = await _route(run.graph, node, new_state, run.rc.raw, goto)
     out.new_state, out.new_msgs = new_state, new_msgs
-    await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=nc.step, next=out.nxt)
+    if run.graph.publisher is not None:
+        await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=nc.step, next=out.nxt)
     node_finished(node, nc.started, None, out.stopped)
 
 
@@ -1179,7 +1182,8 @@ async def _call_node(
     """Run one node that is not a generator, filling ``out`` (a coroutine: nothing to
     stream, so no generator is made)."""
     nc = _NodeCall(run, node, state, is_replay)
-    await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=nc.step)
+    if run.graph.publisher is not None:
+        await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=nc.step)
     try:
         try:
             returned = await _node_code(run, nc, nc.obj, state, run.rc.raw)

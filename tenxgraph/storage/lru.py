@@ -537,7 +537,8 @@ class LRUCache:
         size = e.size()
         self._bytes += size - e.nbytes
         e.nbytes = size
-        self._evict()
+        if len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+            self._evict()
 
     def _evict(self) -> None:
         """Drop least recently used entries until both bounds hold, except that the most

@@ -213,6 +213,8 @@ def _fast(value: Any) -> Any:
         if value - value == 0.0:  # finite (inf - inf and nan - nan are nan)
             return value
     elif t is dict:
+        if not value:  # no comprehension made for an empty dict (internal_data, metadata)
+            return {}
         for k in value:
             if type(k) is not str:
                 raise _Slow
@@ -221,6 +223,8 @@ def _fast(value: Any) -> Any:
             return {_TAG: "dict", "v": out}
         return out
     elif t is list:
+        if not value:  # no comprehension made for an empty list (annotations)
+            return []
         return [v if type(v) in _LEAF else _fast(v) for v in value]
     else:
         names = _TRUSTED_FIELDS.get(t)

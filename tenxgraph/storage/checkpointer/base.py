@@ -652,15 +652,21 @@ class BaseCheckpointer(Generic[StateT]):
             )
         rows: list[tuple[int, bytes]] = []
         if diff.new:
-            offset = len(msgs) - len(diff.new) if diff.appended_only else None
             for i, (seq, msg) in enumerate(diff.new):
                 if not isinstance(msg, Message):
                     raise ValidationError(
                         f"state.context holds a {type(msg).__name__}, not a Message",
                         context={"field": "context"},
                     )
-                where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
-                rows.append((seq, serde.encode_message(msg, where)))
+                try:
+                    rows.append((seq, serde.encode_message(msg)))
+                except SerializationError:
+                    # Encoded again with the message's JSONPath (built only now: a failure is
+                    # rare), so the error names it; the first error if it somehow does not raise.
+                    offset = len(msgs) - len(diff.new) if diff.appended_only else None
+                    where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
+                    serde.encode_message(msg, where)
+                    raise
         meta = state.execution_meta
         token = f"{meta.run_id or '-'}:{meta.step}:{os.urandom(16).hex()}"
         values = serde.encode_values(state, token=token)
