@@ -191,6 +191,9 @@ class _Slow(Exception):
     """Raised by :func:`_fast` where :func:`_enc` must run with paths (to name a failure)."""
 
 
+#: Types whose values :func:`_fast` returns as they are: orjson writes them exactly as
+#: :func:`_enc` would, and they never need the decode-and-compare check. Extended below with
+#: the runtime's own ``str`` enums, once they are known (``_TRUSTED_ENUMS``).
 _LEAF = frozenset({str, bool, type(None)})
 
 
@@ -227,13 +230,9 @@ def _fast(value: Any) -> Any:
             return []
         return [v if type(v) in _LEAF else _fast(v) for v in value]
     else:
-        names = _TRUSTED_FIELDS.get(t)
-        if names is not None:
-            d = value.__dict__
-            try:
-                return {n: v if type(v := d[n]) in _LEAF else _fast(v) for n in names}
-            except KeyError:  # a field missing (model_construct): _enc raises as before
-                raise _Slow from None
+        model = _MODEL_ENCODERS.get(t)
+        if model is not None:
+            return model(value)
         if t in _TRUSTED_ENUMS:
             # ``_value_`` is the member's plain attribute; ``.value`` goes through enum's
             # Python-level descriptor (twice per checkpoint for ExecutionState's enums).
@@ -657,6 +656,49 @@ _TRUSTED_FIELDS: dict[type, tuple[str, ...]] = {
 }
 #: The trusted enums (written as their value).
 _TRUSTED_ENUMS = frozenset(t for t in _TRUSTED if issubclass(t, enum.Enum))
+#: Trusted enums whose every value is a ``str`` join the leaves: orjson writes an enum member
+#: as its value, which is what ``_enc`` writes for them (``"running"``), so no call is made.
+_LEAF = _LEAF | {
+    t
+    for t in _TRUSTED_ENUMS
+    if all(type(m._value_) is str for m in t)  # noqa: SLF001
+}
+
+
+def _model_encoder(cls: type[BaseModel], names: tuple[str, ...]) -> Callable[[Any], Any]:
+    """The :func:`_fast` encoder of the trusted model ``cls`` whose fields are ``names``.
+
+    The function is generated (as ``dataclasses`` generates ``__init__``) from the field names
+    of a runtime-owned class, never from data: one dict display reading each field of the
+    instance's ``__dict__``, a field holding a leaf kept as it is, any other value encoded by
+    :func:`_fast`. About a fifth cheaper than a comprehension over the names (no function
+    object and frame per encoded model, no loop). A field missing from ``__dict__`` (an
+    instance made by ``model_construct``) raises :class:`_Slow`, as before.
+    """
+    fetch = "\n".join(f"        v{i} = d[{n!r}]" for i, n in enumerate(names))
+    items = "\n".join(
+        f"        {n!r}: v{i} if type(v{i}) in _LEAF else _fast(v{i})," for i, n in enumerate(names)
+    )
+    src = (
+        f"def encode_{cls.__name__}(value):\n"
+        "    d = value.__dict__\n"
+        "    try:\n"
+        f"{fetch}\n"
+        "    except KeyError:\n"
+        "        raise _Slow from None\n"
+        "    return {\n"
+        f"{items}\n"
+        "    }\n"
+    )
+    namespace: dict[str, Any] = {"_LEAF": _LEAF, "_fast": _fast, "_Slow": _Slow}
+    exec(src, namespace)  # noqa: S102 - source built above from a trusted class's field names
+    return cast(Callable[[Any], Any], namespace[f"encode_{cls.__name__}"])
+
+
+#: The encoder of each trusted model (see :func:`_model_encoder`).
+_MODEL_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    t: _model_encoder(t, names) for t, names in _TRUSTED_FIELDS.items()
+}
 
 
 # -- the one decoding boundary of stored rows ----------------------------------------------------
