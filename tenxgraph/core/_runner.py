@@ -14,6 +14,7 @@ run, and a replay sees the same calls), plus pauses and errors.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -352,6 +353,11 @@ def _copy_with(model: _M, changes: dict[str, Any]) -> _M:
 
 
 def _with_meta(state: AgentState, **fields: Any) -> AgentState:
+    return _with_meta_dict(state, fields)
+
+
+def _with_meta_dict(state: AgentState, fields: dict[str, Any]) -> AgentState:
+    """``state`` with ``execution_meta`` updated by ``fields`` (both shallow copies)."""
     meta = _copy_with(state.execution_meta, fields)
     return _copy_with(state, {"execution_meta": meta})
 
@@ -506,9 +512,9 @@ class _Run:
     def stop_check_due(self) -> bool:
         """Whether :meth:`stop_requested` has anything to look at now: an in-process request
         for this thread, or the durable flag's poll is due (a cheap test, no await)."""
-        return (
-            self.key in self.graph._local_stops
-            or time.monotonic() - self.last_stop_poll >= STOP_POLL_S
+        stops = self.graph._local_stops
+        return (bool(stops) and self.key in stops) or (
+            time.monotonic() - self.last_stop_poll >= STOP_POLL_S
         )
 
     async def stop_requested(self) -> bool:
@@ -1085,10 +1091,21 @@ async def _node_code(run: _Run, nc: _NodeCall, fn: Any, *args: Any) -> Any:
         if not nc.traced:  # no span to make current (a run without a tracer provider)
             if deadline is None:
                 return await fn(*args)
+            task = deadline.enter() if nc.native else None
+            if task is None:
+                try:
+                    return await deadline.call(fn, *args, native=False)
+                except TimeoutError:
+                    raise _timed_out(run, nc) from None
+            # deadline.call's native path, inline (one coroutine less per node)
             try:
-                return await deadline.call(fn, *args, native=nc.native)
-            except TimeoutError:
-                raise _timed_out(run, nc) from None
+                return await fn(*args)
+            except asyncio.CancelledError:
+                if deadline.settle(task):
+                    raise _timed_out(run, nc) from None
+                raise
+            finally:
+                deadline.settle(task)
         with use_span(run.span), use_span(nc.span):
             if deadline is None:
                 return await fn(*args)
@@ -1364,8 +1381,10 @@ async def _steps(
         is_replay = replay and first
         run.ctx.node = node
         run.ctx.replayed = is_replay
-        run.ctx.step = state.execution_meta.step
-        run.ctx.answers = dict(state.execution_meta.internal_data.get("answers", {}))
+        meta0 = state.execution_meta
+        internal0 = meta0.internal_data
+        run.ctx.step = meta0.step
+        run.ctx.answers = dict(internal0["answers"]) if "answers" in internal0 else {}
         run.ctx.interrupt_seq = 0
         if is_replay:
             run.ctx.stats["replayed"] = run.ctx.stats.get("replayed", 0) + 1
@@ -1396,10 +1415,10 @@ async def _steps(
         assert new_state is not None
         run.executed += 1
         meta_updates: dict[str, Any] = {
-            "step": state.execution_meta.step + 1,
+            "step": meta0.step + 1,
             "current_node": nxt,
             "status": ExecutionStatus.COMPLETED if nxt == END else ExecutionStatus.RUNNING,
-            "internal_data": _carry_internal(state.execution_meta.internal_data),
+            "internal_data": _carry_internal(internal0) if internal0 else {},
         }
         if out.stopped:
             meta_updates["status"] = ExecutionStatus.STOPPED
@@ -1409,7 +1428,7 @@ async def _steps(
                 interrupt_node=node,
                 interrupt_reason="interrupt_after",
             )
-        new_state = _with_meta(new_state, **meta_updates)
+        new_state = _with_meta_dict(new_state, meta_updates)
         if run.hooks is not None:
             try:
                 new_state = await _hook_after_node(run, node, state, new_state, new_msgs)
@@ -1424,7 +1443,7 @@ async def _steps(
             await run.commit(new_state)
         else:
             run.dirty = True
-        meta = {"node": node, "step": state.execution_meta.step}
+        meta = {"node": node, "step": meta0.step}
         if run.stream:  # ainvoke drops every chunk: none is built
             for m in new_msgs:
                 if m.message_id not in out.streamed:

@@ -218,16 +218,20 @@ def _fast(value: Any) -> Any:
     elif t is dict:
         if not value:  # no comprehension made for an empty dict (internal_data, metadata)
             return {}
-        for k in value:
+        out = {}  # one loop checking keys and encoding values (no comprehension frame)
+        for k, v in value.items():
             if type(k) is not str:
                 raise _Slow
-        out = {k: v if type(v) in _LEAF else _fast(v) for k, v in value.items()}
+            out[k] = v if type(v) in _LEAF else _fast(v)
         if _TAG in value:
             return {_TAG: "dict", "v": out}
         return out
     elif t is list:
         if not value:  # no comprehension made for an empty list (annotations)
             return []
+        if len(value) == 1:  # nor for one item (a message's usual content)
+            v = value[0]
+            return [v if type(v) in _LEAF else _fast(v)]
         return [v if type(v) in _LEAF else _fast(v) for v in value]
     else:
         model = _MODEL_ENCODERS.get(t)
@@ -562,12 +566,15 @@ def encode_values(state: BaseModel, *, verify: bool = True, token: str | None = 
         names = _value_fields(type(state))
     fields = {name: getattr(state, name) for name in names}
     _flags.risky = False
-    if token is None:
-        data = dumps(fields)
-    else:
-        fields[WRITE_TOKEN_KEY] = token
-        data = dumps(fields)
-        del fields[WRITE_TOKEN_KEY]  # the check below compares state fields only
+    # What ``dumps(fields)`` does, without walking the outer dict again: its keys are field
+    # names (``str``, never the tag key: pydantic refuses names starting with ``_``).
+    try:
+        enc = {k: v if type(v) in _LEAF else _fast(v) for k, v in fields.items()}
+        if token is not None:
+            enc[WRITE_TOKEN_KEY] = token if type(token) is str else _fast(token)
+        data = orjson.dumps(enc)
+    except (_Slow, orjson.JSONEncodeError):  # a failure to name, or lone surrogates
+        data = dumps(fields if token is None else {**fields, WRITE_TOKEN_KEY: token})
     if verify and _flags.risky:
         try:
             back = decode_values(type(state), data)

@@ -684,6 +684,7 @@ class BaseCheckpointer(Generic[StateT]):
             created_at=time.time(),
             token=token,
             base_created_at=prev.created_at if prev is not None and prev.version > 0 else None,
+            decoded=(msgs, len(msgs)),
         )
         new_view = DurableView(
             messages=msgs, length=len(msgs), ranges=diff.ranges, next_seq=diff.next_seq
@@ -756,7 +757,9 @@ class BaseCheckpointer(Generic[StateT]):
                 raise
         self._write_hist.record(time.perf_counter() - t0, self._metric_attrs)
         self._ckpt_counter.add(1, self._metric_attrs)
-        attach = getattr(store, "attach_decoded", None)
+        # The record of a store that copies the write's ``decoded`` (``to_record``) brought the
+        # decoded messages to the private cache tiers with the write-through: nothing to attach.
+        attach = getattr(store, "attach_decoded", None) if rec.decoded is None else None
         if attach is not None:
             await attach(key, rec.version, (view.messages, view.length))
         config["_checkpoint_version"] = rec.version
