@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from tenxgraph.core.exceptions import NodeTimeoutError, ToolTimeoutError
-from tenxgraph.utils.metrics import Counter, TimerMetric, _timer_metric, counter
+from tenxgraph.utils.metrics import Counter, TimerMetric, _count_and_time, _timer_metric, counter
 
 __all__ = ["node_finished", "tool_finished"]
 
@@ -54,12 +54,12 @@ def node_finished(node: str, started: float, exc: BaseException | None, stopped:
     executions, errors, timeouts, stops, duration = _node_metrics or _node_instruments()
     elapsed_ms = (time.perf_counter() - started) * 1000.0  # >= 0: perf_counter is monotonic
     attrs, ok, err = _NODE_ATTRS.get(node) or _node_attrs(node)
-    executions._add(1, attrs)  # noqa: SLF001 - same package, a known-valid amount
     if exc is None or not isinstance(exc, Exception):
+        _count_and_time(executions, attrs, duration, elapsed_ms, ok)
         if stopped:
-            stops._add(1, attrs)  # noqa: SLF001
-        duration._observe(elapsed_ms, ok)  # noqa: SLF001
+            stops._add(1, attrs)  # noqa: SLF001 - same package, a known-valid amount
         return
+    executions._add(1, attrs)  # noqa: SLF001
     errors._add(1, attrs)  # noqa: SLF001
     if isinstance(exc, NodeTimeoutError) and not isinstance(exc, ToolTimeoutError):
         timeouts._add(1, attrs)  # noqa: SLF001

@@ -177,6 +177,8 @@ def node_updates(ret: Any, state: AgentState, node: str) -> tuple[list[dict[str,
             another graph (tenxgraph graphs do not nest).
         ValidationError: ``VALIDATION_000`` for a dict key that is not a state field.
     """
+    if type(ret) is Message:  # the usual return: one message (what normalize_return gives)
+        return [{"context": [ret]}], None
     if isinstance(ret, Command):
         # Graphs do not nest: the graph a node runs in is the outermost one, which is its
         # own parent, so Command.PARENT routes within it (the handoff pages' usage).
@@ -318,7 +320,7 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
         and new_ctx.lineage is old_ctx.lineage
         and len(new_ctx) >= len(old_ctx)
     ):
-        return new_state, list(new_ctx[len(old_ctx) :])
+        return new_state, new_ctx[len(old_ctx) :]  # a slice of a list subclass is a new list
     old_ids = {m.message_id for m in old_ctx}
     return new_state, [m for m in new_ctx if m.message_id not in old_ids]
 
@@ -1129,7 +1131,7 @@ def _timed_out(run: _Run, nc: _NodeCall) -> NodeTimeoutError:
 async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOutcome) -> None:
     """The node returned (or its generator ended): apply what it produced, route, record."""
     node, state, ctx0 = nc.node, nc.state, nc.ctx0
-    appended = _take_in_place_appends(ctx0, nc.n0)
+    appended = _take_in_place_appends(ctx0, nc.n0) if len(ctx0) > nc.n0 else None
     new_msgs: list[Message]
     new_state, new_msgs = state, []
     if appended:

@@ -172,6 +172,34 @@ class TimerMetric:
             _log.debug("recording timer %s failed", self.name, exc_info=True)
 
 
+def _count_and_time(
+    count: Counter,
+    count_attrs: dict[str, Any],
+    timer: TimerMetric,
+    duration_ms: float,
+    timer_attrs: dict[str, Any],
+) -> None:
+    """``count._add(1, count_attrs)`` and ``timer._observe(duration_ms, timer_attrs)`` under one
+    lock acquisition (the runtime's per-node record: an execution and its duration)."""
+    if not _enabled:
+        return
+    with _lock:
+        count.value += 1
+        timer.count += 1
+        timer.total_ms += duration_ms
+        if duration_ms > timer.max_ms:
+            timer.max_ms = float(duration_ms)
+        counting, timing = count._instrument, timer._instrument
+    try:
+        counting.add(1, count_attrs)
+    except Exception:  # noqa: BLE001 - an exporter problem must not break the caller
+        _log.debug("recording counter %s failed", count.name, exc_info=True)
+    try:
+        timing.record(duration_ms, timer_attrs)
+    except Exception:  # noqa: BLE001
+        _log.debug("recording timer %s failed", timer.name, exc_info=True)
+
+
 def counter(name: str) -> Counter:
     """The counter named ``name``, created on first use.
 
