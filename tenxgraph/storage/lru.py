@@ -404,13 +404,19 @@ class LRUCache:
         (os_, oe), (ns, ne) = old[-1], new[-1]
         if ns != os_ or ne - oe != len(rows) or (len(old) > 1 and new[:-1] != old[:-1]):
             return False
-        seq = oe
-        added = 0
-        for s, b in rows:
-            if s != seq:
+        if len(rows) == 1:  # a step's usual write: one message
+            s, b = rows[0]
+            if s != oe:
                 return False
-            seq += 1
-            added += len(b)
+            added = len(b)
+        else:
+            seq = oe
+            added = 0
+            for s, b in rows:
+                if s != seq:
+                    return False
+                seq += 1
+                added += len(b)
         if cur.shared:
             del msgs  # not counted by _handed_out
             if _handed_out(cur):  # still seen outside: copy before extending (copy-on-write)
@@ -418,7 +424,10 @@ class LRUCache:
             cur.shared = False
             msgs = cur.messages
             assert msgs is not None
-        msgs.extend([b for _, b in rows])
+        if len(rows) == 1:
+            msgs.append(rows[0][1])
+        else:
+            msgs.extend([b for _, b in rows])
         cur.msg_bytes += added
         cur.version = record.version
         cur.values = record.values
@@ -534,7 +543,13 @@ class LRUCache:
 
     def _resize(self, tid: str, e: _Entry) -> None:
         """Re-count the bytes of entry ``e`` after it changed; evict to the bounds."""
-        size = e.size()
+        # e.size(), inline (twice per step)
+        if e.decoded is not None:
+            size = len(e.values) + e.msg_bytes * (1 + _DECODED_FACTOR)
+        elif e.messages is not None:
+            size = len(e.values) + e.msg_bytes
+        else:
+            size = len(e.values)
         self._bytes += size - e.nbytes
         e.nbytes = size
         if len(self._entries) > self.max_entries or self._bytes > self.max_bytes:

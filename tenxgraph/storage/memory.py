@@ -407,7 +407,11 @@ class MemoryStore:
         rows = t.rows
         for seq, data in new_rows:
             rows[seq] = bytes(data)
-        ranges = tuple([(int(s), int(e)) for s, e in w.ranges])
+        if len(w.ranges) == 1:  # the usual shape: one contiguous range (no comprehension)
+            ((s0, e0),) = w.ranges
+            ranges: tuple[Range, ...] = ((int(s0), int(e0)),)
+        else:
+            ranges = tuple([(int(s), int(e)) for s, e in w.ranges])
         t.versions[new_version] = _Version(
             bytes(w.values), ranges, w.next_seq, w.status, w.created_at
         )

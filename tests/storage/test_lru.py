@@ -387,3 +387,26 @@ def test_to_record_carries_the_writes_decoded_messages_and_never_shows_them() ->
     assert rec.decoded == (["m"], 1)
     assert "decoded" not in repr(w)
     assert w == CheckpointWrite("t", "u", 0, b"{}", [], (), 1, "running", None, 1.0)
+
+
+async def test_byte_count_matches_the_entries_through_in_place_appends_and_attachments() -> None:
+    """The tier's byte count (kept incrementally) equals the sum of its entries' sizes after
+    every kind of update: in-place appends of one and of several rows, a write-through that
+    carries decoded objects, an attachment, a shell, another thread."""
+    lru = LRUCache()
+
+    def consistent() -> bool:
+        return lru.stats()["bytes"] == sum(e.size() for e in lru._entries.values())
+
+    await lru.put(record(1, ((1, 3),)))
+    assert consistent()
+    await lru.put(record(2, ((1, 4),), messages=False), rows(3))
+    assert consistent()
+    await lru.put(record(3, ((1, 6),), messages=False, decoded=(["d"] * 5, 5)), rows(4, 5))
+    assert consistent() and lru._entries["t1"].decoded == (["d"] * 5, 5)
+    assert await lru.attach_decoded(KEY, 3, (["e"] * 5, 5)) is True
+    assert consistent()
+    await lru.put(record(1, ((1, 2),), key=ThreadKey("t2", "bob"), messages=False), rows())
+    assert consistent()
+    await lru.put(record(4, ((1, 7),), messages=False), rows(6))
+    assert consistent() and lru._entries["t1"].decoded is None
