@@ -700,6 +700,7 @@ def test_without_an_sdk_nothing_is_recorded_and_spans_are_shared_noops() -> None
     shared no-op context manager, and a graph runs."""
     code = """
 import asyncio
+from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN
 import tenxgraph.telemetry as t
 from tenxgraph.core.graph import StateGraph
@@ -710,6 +711,11 @@ assert t.span(t.SPAN.NODE) is t.span(t.SPAN.RUN)
 with t.span(t.SPAN.NODE) as sp:
     assert sp is INVALID_SPAN and not sp.is_recording()
 assert t.start_span(t.SPAN.RUN) is INVALID_SPAN
+defined = t.tracer
+t.tracer = lambda: trace.NoOpTracer()  # a replaced tracer counts as enabled
+assert t.enabled()
+t.tracer = defined
+assert not t.enabled()
 g = StateGraph()
 g.add_node("a", lambda state: "x")
 g.add_edge("a", END)
