@@ -499,13 +499,18 @@ class _Run:
         )
         if lease is not None:
             await lease.renew_now()
+        # The call as it always was (applications wrap ``acommit(config, state, prev)``, as
+        # examples/tracing.py does to simulate a crash): lease arguments only with a lease.
         if fence is None and self.span is INVALID_SPAN:  # no lease, no run span to enter
-            self.prev = await self.cp.acommit(self.rc.raw, state, self.prev, key=self.key)
+            self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
         else:
             with use_span(self.span):
-                self.prev = await self.cp.acommit(
-                    self.rc.raw, state, self.prev, fence=fence, release=release, key=self.key
-                )
+                if fence is None:
+                    self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+                else:
+                    self.prev = await self.cp.acommit(
+                        self.rc.raw, state, self.prev, fence=fence, release=release
+                    )
         if release and lease is not None:
             lease.released_by_write()
         self.state = self.prev.state

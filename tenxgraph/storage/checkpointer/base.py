@@ -699,15 +699,13 @@ class BaseCheckpointer(Generic[StateT]):
         *,
         fence: int | None = None,
         release: bool = False,
-        key: ThreadKey | None = None,
     ) -> Loaded:
         """Write ``state`` as the next version of the thread, compare-and-swap against ``prev``.
 
         Only messages new or changed since ``prev`` are written. On success
         ``config["_checkpoint_version"]`` is the new version. ``fence``: the run lease's
         fencing token (the write is refused once another run took the lease); ``release``:
-        give that lease up in the same write (the run's last checkpoint); ``key``:
-        ``self.key_for(config)`` when the caller holds it already (a run computes it once).
+        give that lease up in the same write (the run's last checkpoint).
 
         Raises:
             StaleStateError: ``STORAGE_CONFLICT_000``: the thread is no longer at
@@ -723,8 +721,7 @@ class BaseCheckpointer(Generic[StateT]):
         """
         if not self._setup_done:
             await self._ensure_setup()
-        if key is None:
-            key = self.key_for(config)
+        key = self.key_for(config)
         store = self.store
         if store is None:
             return await self._custom_commit(config, key, state, prev)
