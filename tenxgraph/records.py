@@ -164,6 +164,10 @@ class CheckpointWrite:
             other run took the lease since), in the same atomic step as the compare-and-swap.
         release: give the lease of ``fence`` up in the same atomic step when the write
             succeeds (the run's last checkpoint).
+        decoded: in-process decoded messages of the new version, by convention
+            ``(message_list, length)``; copied into the record :meth:`to_record` makes, so a
+            private cache tier (the LRU) receives them with the write-through instead of in a
+            later ``attach_decoded`` call. Never serialized, never sent to a server.
     """
 
     thread_id: str
@@ -180,9 +184,11 @@ class CheckpointWrite:
     base_created_at: float | None = None
     fence: int | None = None
     release: bool = False
+    decoded: Any = field(default=None, repr=False, compare=False)
 
     def to_record(self, messages: list[bytes] | None = None) -> StoredCheckpoint:
-        """The :class:`StoredCheckpoint` this write creates once it succeeds."""
+        """The :class:`StoredCheckpoint` this write creates once it succeeds (its ``decoded``
+        is the write's)."""
         return StoredCheckpoint(
             thread_id=self.thread_id,
             user_id=self.user_id,
@@ -193,6 +199,7 @@ class CheckpointWrite:
             next_seq=self.next_seq,
             status=self.status,
             created_at=self.created_at,
+            decoded=self.decoded,
         )
 
 

@@ -87,19 +87,38 @@ class NodeDeadline:
         Raises:
             TimeoutError: the deadline passed while ``fn`` ran (it was cancelled).
         """
-        task = asyncio_task() if native else None
+        task = self.enter() if native else None
         if task is None:
             with anyio.fail_after(max(self.at - time.monotonic(), 0.0)):
                 return await fn(*args)
-        self._arm(task)
         try:
             return await fn(*args)
         except asyncio.CancelledError:
-            if self._settle(task):
+            if self.settle(task):
                 raise TimeoutError from None
             raise
         finally:
-            self._settle(task)
+            self.settle(task)
+
+    def enter(self) -> asyncio.Task[Any] | None:
+        """The native path of :meth:`call`, for a caller that awaits the code itself (one
+        coroutine less per node): arm the timer on the running asyncio task and return it, to
+        be passed to :meth:`settle` when the code ends; ``None`` when asyncio does not run this
+        code (then use :meth:`call`).
+
+        The caller's code must be a plain ``async def`` (``native``), and the caller must do
+        what :meth:`call` does: on ``asyncio.CancelledError``, ``settle(task)`` true means the
+        deadline passed (raise ``TimeoutError``), else re-raise; ``settle(task)`` in every case.
+        """
+        task = asyncio_task()
+        if task is not None:
+            self._arm(task)
+        return task
+
+    def settle(self, task: asyncio.Task[Any]) -> bool:
+        """End the call of ``task`` started by :meth:`enter`; whether its cancellation was this
+        deadline's alone (idempotent: ``False`` once settled)."""
+        return self._settle(task)
 
     def close(self) -> None:
         """Drop the timer (the run ended; idempotent)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from tenxgraph.core.exceptions import NodeTimeoutError, ToolTimeoutError
-from tenxgraph.utils.metrics import Counter, TimerMetric, _timer_metric, counter
+from tenxgraph.utils.metrics import Counter, TimerMetric, _count_and_time, _timer_metric, counter
 
 __all__ = ["node_finished", "tool_finished"]
 
@@ -52,19 +52,40 @@ def node_finished(node: str, started: float, exc: BaseException | None, stopped:
         stopped: it ended early on a stop request.
     """
     executions, errors, timeouts, stops, duration = _node_metrics or _node_instruments()
-    attrs = {"node": node}
-    executions.inc(1, attrs)
-    failed = isinstance(exc, Exception)
-    if failed:
-        errors.inc(1, attrs)
-        if isinstance(exc, NodeTimeoutError) and not isinstance(exc, ToolTimeoutError):
-            timeouts.inc(1, attrs)
+    elapsed_ms = (time.perf_counter() - started) * 1000.0  # >= 0: perf_counter is monotonic
+    attrs, ok, err = _NODE_ATTRS.get(node) or _node_attrs(node)
+    if exc is None or not isinstance(exc, Exception):
+        _count_and_time(executions, attrs, duration, elapsed_ms, ok)
+        if stopped:
+            stops._add(1, attrs)  # noqa: SLF001 - same package, a known-valid amount
+        return
+    executions._add(1, attrs)  # noqa: SLF001
+    errors._add(1, attrs)  # noqa: SLF001
+    if isinstance(exc, NodeTimeoutError) and not isinstance(exc, ToolTimeoutError):
+        timeouts._add(1, attrs)  # noqa: SLF001
     if stopped:
-        stops.inc(1, attrs)
-    duration.observe(
-        (time.perf_counter() - started) * 1000.0,
-        {"node": node, "outcome": "error" if failed else "ok"},
+        stops._add(1, attrs)  # noqa: SLF001
+    duration._observe(elapsed_ms, err)  # noqa: SLF001
+
+
+#: Per node name, the metric attribute dicts of :func:`node_finished`: ``{"node"}``, and with
+#: ``outcome`` ``"ok"`` / ``"error"``. Made once per name (a step records two or three
+#: measurements; building the dicts each time cost more than recording them). Never mutated:
+#: metric SDKs may keep a reference to the attributes of a data point.
+_NODE_ATTRS: dict[str, tuple[dict[str, str], dict[str, str], dict[str, str]]] = {}
+#: At most this many node names are kept (graphs built on the fly may have many).
+_NODE_ATTRS_MAX = 4096
+
+
+def _node_attrs(node: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    attrs = (
+        {"node": node},
+        {"node": node, "outcome": "ok"},
+        {"node": node, "outcome": "error"},
     )
+    if len(_NODE_ATTRS) < _NODE_ATTRS_MAX:
+        _NODE_ATTRS[node] = attrs
+    return attrs
 
 
 def tool_finished(node: str, tool: str, started: float, failed: bool, timed_out: bool) -> None:

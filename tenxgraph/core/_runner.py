@@ -14,11 +14,13 @@ run, and a replay sees the same calls), plus pauses and errors.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry.trace import INVALID_SPAN
 from pydantic import BaseModel
 
 from tenxgraph.core._context import _RUN, RunContext
@@ -175,6 +177,8 @@ def node_updates(ret: Any, state: AgentState, node: str) -> tuple[list[dict[str,
             another graph (tenxgraph graphs do not nest).
         ValidationError: ``VALIDATION_000`` for a dict key that is not a state field.
     """
+    if type(ret) is Message:  # the usual return: one message (what normalize_return gives)
+        return [{"context": [ret]}], None
     if isinstance(ret, Command):
         # Graphs do not nest: the graph a node runs in is the outermost one, which is its
         # own parent, so Command.PARENT routes within it (the handoff pages' usage).
@@ -316,7 +320,7 @@ def apply_update(state: AgentState, update: dict[str, Any]) -> tuple[AgentState,
         and new_ctx.lineage is old_ctx.lineage
         and len(new_ctx) >= len(old_ctx)
     ):
-        return new_state, list(new_ctx[len(old_ctx) :])
+        return new_state, new_ctx[len(old_ctx) :]  # a slice of a list subclass is a new list
     old_ids = {m.message_id for m in old_ctx}
     return new_state, [m for m in new_ctx if m.message_id not in old_ids]
 
@@ -351,6 +355,11 @@ def _copy_with(model: _M, changes: dict[str, Any]) -> _M:
 
 
 def _with_meta(state: AgentState, **fields: Any) -> AgentState:
+    return _with_meta_dict(state, fields)
+
+
+def _with_meta_dict(state: AgentState, fields: dict[str, Any]) -> AgentState:
+    """``state`` with ``execution_meta`` updated by ``fields`` (both shallow copies)."""
     meta = _copy_with(state.execution_meta, fields)
     return _copy_with(state, {"execution_meta": meta})
 
@@ -490,13 +499,18 @@ class _Run:
         )
         if lease is not None:
             await lease.renew_now()
-        with use_span(self.span):
-            if fence is None:  # no lease: the call as it always was
-                self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
-            else:
-                self.prev = await self.cp.acommit(
-                    self.rc.raw, state, self.prev, fence=fence, release=release
-                )
+        # The call as it always was (applications wrap ``acommit(config, state, prev)``, as
+        # examples/tracing.py does to simulate a crash): lease arguments only with a lease.
+        if fence is None and self.span is INVALID_SPAN:  # no lease, no run span to enter
+            self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+        else:
+            with use_span(self.span):
+                if fence is None:
+                    self.prev = await self.cp.acommit(self.rc.raw, state, self.prev)
+                else:
+                    self.prev = await self.cp.acommit(
+                        self.rc.raw, state, self.prev, fence=fence, release=release
+                    )
         if release and lease is not None:
             lease.released_by_write()
         self.state = self.prev.state
@@ -505,9 +519,9 @@ class _Run:
     def stop_check_due(self) -> bool:
         """Whether :meth:`stop_requested` has anything to look at now: an in-process request
         for this thread, or the durable flag's poll is due (a cheap test, no await)."""
-        return (
-            self.key in self.graph._local_stops
-            or time.monotonic() - self.last_stop_poll >= STOP_POLL_S
+        stops = self.graph._local_stops
+        return (bool(stops) and self.key in stops) or (
+            time.monotonic() - self.last_stop_poll >= STOP_POLL_S
         )
 
     async def stop_requested(self) -> bool:
@@ -1032,7 +1046,18 @@ class _NodeCall:
     """The fixed parts of one node execution, shared by :func:`_call_node` (a node that
     returns) and :func:`_execute_node` (a generator node)."""
 
-    __slots__ = ("ctx0", "n0", "native", "node", "obj", "span", "started", "state", "step")
+    __slots__ = (
+        "ctx0",
+        "n0",
+        "native",
+        "node",
+        "obj",
+        "span",
+        "started",
+        "state",
+        "step",
+        "traced",
+    )
 
     def __init__(self, run: _Run, node: str, state: AgentState, is_replay: bool) -> None:
         self.node = node
@@ -1052,8 +1077,15 @@ class _NodeCall:
         if run.deadline is not None:
             run.deadline.begin()
         self.started = time.perf_counter()
-        with use_span(run.span):  # the node span is a child of the run span
-            self.span = _node_span(run, node, state, is_replay)
+        if run.span is INVALID_SPAN:
+            # No tracer provider when the run started: the run records no span, nor do its
+            # nodes (no span to make current around the node code either: ``traced``).
+            self.span = INVALID_SPAN
+            self.traced = False
+        else:
+            with use_span(run.span):  # the node span is a child of the run span
+                self.span = _node_span(run, node, state, is_replay)
+            self.traced = True
 
 
 async def _node_code(run: _Run, nc: _NodeCall, fn: Any, *args: Any) -> Any:
@@ -1062,26 +1094,49 @@ async def _node_code(run: _Run, nc: _NodeCall, fn: Any, *args: Any) -> Any:
     yielded to the consumer: see :func:`_execute_node`)."""
     token = _RUN.set(run.ctx)
     try:
+        deadline = run.deadline
+        if not nc.traced:  # no span to make current (a run without a tracer provider)
+            if deadline is None:
+                return await fn(*args)
+            task = deadline.enter() if nc.native else None
+            if task is None:
+                try:
+                    return await deadline.call(fn, *args, native=False)
+                except TimeoutError:
+                    raise _timed_out(run, nc) from None
+            # deadline.call's native path, inline (one coroutine less per node)
+            try:
+                return await fn(*args)
+            except asyncio.CancelledError:
+                if deadline.settle(task):
+                    raise _timed_out(run, nc) from None
+                raise
+            finally:
+                deadline.settle(task)
         with use_span(run.span), use_span(nc.span):
-            deadline = run.deadline
             if deadline is None:
                 return await fn(*args)
             try:
                 return await deadline.call(fn, *args, native=nc.native)
             except TimeoutError:
-                timeout = run.rc.node_timeout
-                raise NodeTimeoutError(
-                    f"node {nc.node!r} ran longer than node_timeout={timeout} s",
-                    context={"node": nc.node, "timeout_s": timeout},
-                ) from None
+                raise _timed_out(run, nc) from None
     finally:
         _RUN.reset(token)
+
+
+def _timed_out(run: _Run, nc: _NodeCall) -> NodeTimeoutError:
+    """The error of node code that ran past ``node_timeout``."""
+    timeout = run.rc.node_timeout
+    return NodeTimeoutError(
+        f"node {nc.node!r} ran longer than node_timeout={timeout} s",
+        context={"node": nc.node, "timeout_s": timeout},
+    )
 
 
 async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOutcome) -> None:
     """The node returned (or its generator ended): apply what it produced, route, record."""
     node, state, ctx0 = nc.node, nc.state, nc.ctx0
-    appended = _take_in_place_appends(ctx0, nc.n0)
+    appended = _take_in_place_appends(ctx0, nc.n0) if len(ctx0) > nc.n0 else None
     new_msgs: list[Message]
     new_state, new_msgs = state, []
     if appended:
@@ -1096,13 +1151,19 @@ async def _node_done(run: _Run, nc: _NodeCall, returned: list[Any], out: _NodeOu
                 # The node returned the state it received (after appending to its
                 # context in place): keep the messages taken above.
                 upd["context"] = new_state.context
-            out.keys.update(k for k in upd if not k.startswith("__"))
+            for k in upd:
+                if not k.startswith("__"):
+                    out.keys.add(k)
             new_state, more = apply_update(new_state, upd)
             new_msgs.extend(more)
-    with use_span(run.span), use_span(nc.span):
+    if nc.traced:
+        with use_span(run.span), use_span(nc.span):
+            out.nxt = await _route(run.graph, node, new_state, run.rc.raw, goto)
+    else:
         out.nxt = await _route(run.graph, node, new_state, run.rc.raw, goto)
     out.new_state, out.new_msgs = new_state, new_msgs
-    await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=nc.step, next=out.nxt)
+    if run.graph.publisher is not None:
+        await _publish(run, Event.NODE_EXECUTION, EventType.END, node, step=nc.step, next=out.nxt)
     node_finished(node, nc.started, None, out.stopped)
 
 
@@ -1145,7 +1206,8 @@ async def _call_node(
     """Run one node that is not a generator, filling ``out`` (a coroutine: nothing to
     stream, so no generator is made)."""
     nc = _NodeCall(run, node, state, is_replay)
-    await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=nc.step)
+    if run.graph.publisher is not None:
+        await _publish(run, Event.NODE_EXECUTION, EventType.START, node, step=nc.step)
     try:
         try:
             returned = await _node_code(run, nc, nc.obj, state, run.rc.raw)
@@ -1326,8 +1388,10 @@ async def _steps(
         is_replay = replay and first
         run.ctx.node = node
         run.ctx.replayed = is_replay
-        run.ctx.step = state.execution_meta.step
-        run.ctx.answers = dict(state.execution_meta.internal_data.get("answers", {}))
+        meta0 = state.execution_meta
+        internal0 = meta0.internal_data
+        run.ctx.step = meta0.step
+        run.ctx.answers = dict(internal0["answers"]) if "answers" in internal0 else {}
         run.ctx.interrupt_seq = 0
         if is_replay:
             run.ctx.stats["replayed"] = run.ctx.stats.get("replayed", 0) + 1
@@ -1358,10 +1422,10 @@ async def _steps(
         assert new_state is not None
         run.executed += 1
         meta_updates: dict[str, Any] = {
-            "step": state.execution_meta.step + 1,
+            "step": meta0.step + 1,
             "current_node": nxt,
             "status": ExecutionStatus.COMPLETED if nxt == END else ExecutionStatus.RUNNING,
-            "internal_data": _carry_internal(state.execution_meta.internal_data),
+            "internal_data": _carry_internal(internal0) if internal0 else {},
         }
         if out.stopped:
             meta_updates["status"] = ExecutionStatus.STOPPED
@@ -1371,7 +1435,7 @@ async def _steps(
                 interrupt_node=node,
                 interrupt_reason="interrupt_after",
             )
-        new_state = _with_meta(new_state, **meta_updates)
+        new_state = _with_meta_dict(new_state, meta_updates)
         if run.hooks is not None:
             try:
                 new_state = await _hook_after_node(run, node, state, new_state, new_msgs)
@@ -1386,7 +1450,7 @@ async def _steps(
             await run.commit(new_state)
         else:
             run.dirty = True
-        meta = {"node": node, "step": state.execution_meta.step}
+        meta = {"node": node, "step": meta0.step}
         if run.stream:  # ainvoke drops every chunk: none is built
             for m in new_msgs:
                 if m.message_id not in out.streamed:

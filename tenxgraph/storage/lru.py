@@ -87,10 +87,9 @@ def _handed_out(e: Any) -> bool:
     return _SOLE_REFS is None or _refs_of_blobs(e) != _SOLE_REFS
 
 
-def _tracing_enabled() -> bool:
-    # Skip even the (cheap) no-op span and its attribute dict unless a tracer provider is
-    # installed: an LRU hit takes about a microsecond.
-    return enabled()
+# Skip even the (cheap) no-op span and its attribute dict unless a tracer provider is
+# installed: an LRU hit takes about a microsecond.
+_tracing_enabled = enabled
 
 
 def _write_bytes(record: StoredCheckpoint, new_messages: list[tuple[int, bytes]] | None) -> int:
@@ -405,13 +404,19 @@ class LRUCache:
         (os_, oe), (ns, ne) = old[-1], new[-1]
         if ns != os_ or ne - oe != len(rows) or (len(old) > 1 and new[:-1] != old[:-1]):
             return False
-        seq = oe
-        added = 0
-        for s, b in rows:
-            if s != seq:
+        if len(rows) == 1:  # a step's usual write: one message
+            s, b = rows[0]
+            if s != oe:
                 return False
-            seq += 1
-            added += len(b)
+            added = len(b)
+        else:
+            seq = oe
+            added = 0
+            for s, b in rows:
+                if s != seq:
+                    return False
+                seq += 1
+                added += len(b)
         if cur.shared:
             del msgs  # not counted by _handed_out
             if _handed_out(cur):  # still seen outside: copy before extending (copy-on-write)
@@ -419,7 +424,10 @@ class LRUCache:
             cur.shared = False
             msgs = cur.messages
             assert msgs is not None
-        msgs.extend([b for _, b in rows])
+        if len(rows) == 1:
+            msgs.append(rows[0][1])
+        else:
+            msgs.extend([b for _, b in rows])
         cur.msg_bytes += added
         cur.version = record.version
         cur.values = record.values
@@ -535,10 +543,17 @@ class LRUCache:
 
     def _resize(self, tid: str, e: _Entry) -> None:
         """Re-count the bytes of entry ``e`` after it changed; evict to the bounds."""
-        size = e.size()
+        # e.size(), inline (twice per step)
+        if e.decoded is not None:
+            size = len(e.values) + e.msg_bytes * (1 + _DECODED_FACTOR)
+        elif e.messages is not None:
+            size = len(e.values) + e.msg_bytes
+        else:
+            size = len(e.values)
         self._bytes += size - e.nbytes
         e.nbytes = size
-        self._evict()
+        if len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+            self._evict()
 
     def _evict(self) -> None:
         """Drop least recently used entries until both bounds hold, except that the most

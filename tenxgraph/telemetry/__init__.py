@@ -44,6 +44,7 @@ __all__ = [
     "METRIC",
     "METRICS",
     "MetricSpec",
+    "NO_SPAN",
     "SPAN",
     "SpanKind",
     "WRITE_DURATION_BUCKETS_S",
@@ -258,7 +259,9 @@ def enabled() -> bool:
     not guarantee a span is sampled (check ``span.is_recording()`` for that).
     """
     global _live
-    if _live or tracer() is not _TRACER:
+    # ``tracer`` as defined here always returns ``_TRACER``: it is called only when replaced
+    # (tests monkeypatch it), which saves a call on every check of the hot path.
+    if _live or (tracer is not _DEFINED_TRACER and tracer() is not _TRACER):
         return True
     if _FAST_CHECK and trace._TRACER_PROVIDER is None:  # noqa: SLF001 - see _FAST_CHECK
         return False
@@ -266,6 +269,9 @@ def enabled() -> bool:
         return False
     _live = True
     return True
+
+
+_DEFINED_TRACER = tracer
 
 
 class _NoopSpanContext:
@@ -286,6 +292,11 @@ class _NoopSpanContext:
 
 
 _NOOP = _NoopSpanContext()
+
+#: The do-nothing context manager :func:`span` returns when :func:`enabled` is false. A hot path
+#: that has just called :func:`enabled` itself (to skip building attributes) uses it instead of
+#: calling :func:`span`, which would check again: ``with span(...) if on else NO_SPAN:``.
+NO_SPAN: Any = _NOOP
 
 
 class _CurrentSpan:

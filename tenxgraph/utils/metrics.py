@@ -92,6 +92,10 @@ class Counter:
                 f"counter {self.name!r}: inc() takes a number >= 0, got {amount!r}",
                 context={"name": self.name},
             )
+        self._add(amount, attributes)
+
+    def _add(self, amount: int | float, attributes: dict[str, Any] | None) -> None:
+        """:meth:`inc` without checking ``amount`` (the runtime's own calls, known valid)."""
         if not _enabled:
             return
         with _lock:
@@ -149,17 +153,51 @@ class TimerMetric:
                 f"timer {self.name!r}: observe() takes milliseconds >= 0, got {duration_ms!r}",
                 context={"name": self.name},
             )
+        self._observe(duration_ms, attributes)
+
+    def _observe(self, duration_ms: int | float, attributes: dict[str, Any] | None) -> None:
+        """:meth:`observe` without checking ``duration_ms`` (the runtime's own calls, which
+        pass a non-negative float)."""
         if not _enabled:
             return
         with _lock:
             self.count += 1
             self.total_ms += duration_ms
-            self.max_ms = max(self.max_ms, float(duration_ms))
+            if duration_ms > self.max_ms:
+                self.max_ms = float(duration_ms)
             instrument = self._instrument
         try:
             instrument.record(duration_ms, attributes)
         except Exception:  # noqa: BLE001 - an exporter problem must not break the caller
             _log.debug("recording timer %s failed", self.name, exc_info=True)
+
+
+def _count_and_time(
+    count: Counter,
+    count_attrs: dict[str, Any],
+    timer: TimerMetric,
+    duration_ms: float,
+    timer_attrs: dict[str, Any],
+) -> None:
+    """``count._add(1, count_attrs)`` and ``timer._observe(duration_ms, timer_attrs)`` under one
+    lock acquisition (the runtime's per-node record: an execution and its duration)."""
+    if not _enabled:
+        return
+    with _lock:
+        count.value += 1
+        timer.count += 1
+        timer.total_ms += duration_ms
+        if duration_ms > timer.max_ms:
+            timer.max_ms = float(duration_ms)
+        counting, timing = count._instrument, timer._instrument
+    try:
+        counting.add(1, count_attrs)
+    except Exception:  # noqa: BLE001 - an exporter problem must not break the caller
+        _log.debug("recording counter %s failed", count.name, exc_info=True)
+    try:
+        timing.record(duration_ms, timer_attrs)
+    except Exception:  # noqa: BLE001
+        _log.debug("recording timer %s failed", timer.name, exc_info=True)
 
 
 def counter(name: str) -> Counter:

@@ -62,3 +62,14 @@ def test_append_items_dedupes_by_id_and_replace_value_takes_the_new_value() -> N
         {"x": 0},
     ]
     assert replace_value(1, 2) == 2
+
+
+def test_one_message_updates_skip_known_ids_and_deltas_and_extend_the_lineage() -> None:
+    base = add_messages([], [_m("a", "1")])
+    assert add_messages(base, [_m("a again", "1")]) is base  # a known id: the same object
+    assert add_messages(base, _m("partial", "9", delta=True)) is base  # a delta: never stored
+    out = add_messages(base, _m("b", "2"))
+    assert isinstance(out, MessageList) and out.lineage is base.lineage
+    assert [m.message_id for m in out] == ["1", "2"] and out.has_id("2")
+    assert [m.message_id for m in base] == ["1"] and not base.has_id("2")
+    assert add_messages(out, [_m("b again", "2")]) is out

@@ -66,3 +66,32 @@ def test_messages_of_a_finished_earlier_run_come_before_the_new_input() -> None:
     # The result lists this call's messages in the stored order: the cut-off run's completion,
     # then the new input and what it produced.
     assert [m.text() for m in out["messages"]] == stored[2:]
+
+
+def test_a_run_without_a_lease_calls_acommit_with_config_state_prev_only() -> None:
+    """Applications wrap ``checkpointer.acommit(config, state, prev)`` (examples/tracing.py
+    does, to simulate a crash): a run without a lease passes nothing else."""
+    from typing import Any
+
+    from tenxgraph.core.graph import StateGraph
+    from tenxgraph.core.state import AgentState
+    from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+    from tenxgraph.utils import END
+
+    cp = InMemoryCheckpointer()
+    original = cp.acommit
+    calls: list[int] = []
+
+    async def three_args(config: dict, state: AgentState, prev: Any) -> Any:
+        calls.append(state.execution_meta.step)
+        return await original(config, state, prev)
+
+    cp.acommit = three_args  # type: ignore[method-assign]
+    g = StateGraph()
+    g.add_node("a", lambda state: "x")
+    g.add_node("b", lambda state: "y")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    g.set_entry_point("a")
+    out = g.compile(checkpointer=cp).invoke({"messages": ["hi"]}, {"thread_id": "t-3args"})
+    assert out["messages"][-1].text() == "y" and calls == [1, 2]

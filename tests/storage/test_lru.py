@@ -338,3 +338,75 @@ def span_exporter():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield exporter
     exporter.shutdown()
+
+
+async def test_a_checkpoint_brings_its_decoded_messages_with_the_write_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The write carries the decoded message list (``CheckpointWrite.decoded``, copied by
+    ``to_record``), so the LRU holds it after each step without an ``attach_decoded`` call,
+    and the next run's read decodes nothing."""
+    from tenxgraph.core.state import AgentState, Message
+    from tenxgraph.core.state.reducers import add_messages
+    from tenxgraph.storage import serde
+    from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+
+    attached: list[int] = []
+    real_attach = LRUCache.attach_decoded
+
+    async def counting_attach(
+        self: LRUCache, key: ThreadKey, version: int, decoded: object
+    ) -> bool:
+        attached.append(version)
+        return await real_attach(self, key, version, decoded)
+
+    monkeypatch.setattr(LRUCache, "attach_decoded", counting_attach)
+    cp = InMemoryCheckpointer()
+    config = {"thread_id": "t-decoded", "user_id": "u"}
+    prev = None
+    state = AgentState()
+    for i in range(3):
+        ctx = add_messages(state.context, [Message.text_message(f"m{i}")])
+        state = state.model_copy(update={"context": ctx})
+        prev = await cp.acommit(config, state, prev)
+    assert attached == []
+    lru = cp.store.caches[0]
+    entry = lru._entries["t-decoded"]
+    assert entry.version == 3 and entry.decoded == (state.context, 3)
+    before = serde.messages_decoded()
+    loaded = await cp.aload(config)
+    assert loaded is not None and [m.text() for m in loaded.state.context] == ["m0", "m1", "m2"]
+    assert serde.messages_decoded() == before
+
+
+def test_to_record_carries_the_writes_decoded_messages_and_never_shows_them() -> None:
+    from tenxgraph.records import CheckpointWrite
+
+    w = CheckpointWrite("t", "u", 0, b"{}", [], (), 1, "running", None, 1.0, decoded=(["m"], 1))
+    rec = w.to_record(None)
+    assert rec.decoded == (["m"], 1)
+    assert "decoded" not in repr(w)
+    assert w == CheckpointWrite("t", "u", 0, b"{}", [], (), 1, "running", None, 1.0)
+
+
+async def test_byte_count_matches_the_entries_through_in_place_appends_and_attachments() -> None:
+    """The tier's byte count (kept incrementally) equals the sum of its entries' sizes after
+    every kind of update: in-place appends of one and of several rows, a write-through that
+    carries decoded objects, an attachment, a shell, another thread."""
+    lru = LRUCache()
+
+    def consistent() -> bool:
+        return lru.stats()["bytes"] == sum(e.size() for e in lru._entries.values())
+
+    await lru.put(record(1, ((1, 3),)))
+    assert consistent()
+    await lru.put(record(2, ((1, 4),), messages=False), rows(3))
+    assert consistent()
+    await lru.put(record(3, ((1, 6),), messages=False, decoded=(["d"] * 5, 5)), rows(4, 5))
+    assert consistent() and lru._entries["t1"].decoded == (["d"] * 5, 5)
+    assert await lru.attach_decoded(KEY, 3, (["e"] * 5, 5)) is True
+    assert consistent()
+    await lru.put(record(1, ((1, 2),), key=ThreadKey("t2", "bob"), messages=False), rows())
+    assert consistent()
+    await lru.put(record(4, ((1, 7),), messages=False), rows(6))
+    assert consistent() and lru._entries["t1"].decoded is None

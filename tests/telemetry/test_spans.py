@@ -700,6 +700,7 @@ def test_without_an_sdk_nothing_is_recorded_and_spans_are_shared_noops() -> None
     shared no-op context manager, and a graph runs."""
     code = """
 import asyncio
+from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN
 import tenxgraph.telemetry as t
 from tenxgraph.core.graph import StateGraph
@@ -710,6 +711,11 @@ assert t.span(t.SPAN.NODE) is t.span(t.SPAN.RUN)
 with t.span(t.SPAN.NODE) as sp:
     assert sp is INVALID_SPAN and not sp.is_recording()
 assert t.start_span(t.SPAN.RUN) is INVALID_SPAN
+defined = t.tracer
+t.tracer = lambda: trace.NoOpTracer()  # a replaced tracer counts as enabled
+assert t.enabled()
+t.tracer = defined
+assert not t.enabled()
 g = StateGraph()
 g.add_node("a", lambda state: "x")
 g.add_edge("a", END)
@@ -720,6 +726,52 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 trace.set_tracer_provider(TracerProvider())
 assert t.enabled() and t.span(t.SPAN.NODE) is not t.span(t.SPAN.NODE)
+print("ok")
+"""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "ok"
+
+
+def test_a_run_started_without_an_sdk_records_no_node_span_even_if_one_appears() -> None:
+    """Whether a run is traced is decided when it starts: its run span and its node spans are
+    all recorded or none. A provider installed by a node mid-run records the spans of the next
+    run (node spans of the first would be orphans: their run span does not exist)."""
+    code = """
+import asyncio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import tenxgraph.telemetry as t
+from tenxgraph.core.graph import StateGraph
+from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+from tenxgraph.utils import END
+exporter = InMemorySpanExporter()
+
+def install(state):
+    if not t.enabled():
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+    return "x"
+
+g = StateGraph()
+g.add_node("a", install)
+g.add_node("b", lambda state: "y")
+g.add_edge("a", "b")
+g.add_edge("b", END)
+g.set_entry_point("a")
+app = g.compile(checkpointer=InMemoryCheckpointer())
+asyncio.run(app.ainvoke({"messages": ["hi"]}, {"thread_id": "t1"}))
+names = [s.name for s in exporter.get_finished_spans()]
+assert t.SPAN.RUN not in names and t.SPAN.NODE not in names, names
+asyncio.run(app.ainvoke({"messages": ["hi"]}, {"thread_id": "t2"}))
+names = [s.name for s in exporter.get_finished_spans()]
+assert names.count(t.SPAN.RUN) == 1 and names.count(t.SPAN.NODE) == 2, names
 print("ok")
 """
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}

@@ -46,7 +46,9 @@ def _fresh_copy(value: Any, memo: dict[int, Any]) -> Any:
         memo[id(value)] = d
         memo.setdefault(id(memo), []).append(value)  # deepcopy's keep-alive convention
         for k, v in value.items():
-            d[_fresh_copy(k, memo)] = _fresh_copy(v, memo)
+            d[k if type(k) in _IMMUTABLE else _fresh_copy(k, memo)] = (
+                v if type(v) in _IMMUTABLE else _fresh_copy(v, memo)
+            )
         return d
     if t is list:
         items: list[Any] = []
@@ -65,7 +67,14 @@ def _fresh_copy(value: Any, memo: dict[int, Any]) -> Any:
         copied = cls.__new__(cls)
         memo[id(value)] = copied
         memo.setdefault(id(memo), []).append(value)
-        _set(copied, "__dict__", {k: _fresh_copy(v, memo) for k, v in value.__dict__.items()})
+        _set(
+            copied,
+            "__dict__",
+            {
+                k: v if type(v) in _IMMUTABLE else _fresh_copy(v, memo)
+                for k, v in value.__dict__.items()
+            },
+        )
         _set(copied, "__pydantic_extra__", None)
         _set(copied, "__pydantic_fields_set__", set(value.__pydantic_fields_set__))
         _set(copied, "__pydantic_private__", None)

@@ -91,6 +91,17 @@ def add_messages(left: list[Message] | None, right: Any) -> list[Message]:
     else:
         lineage = MessageList(left).lineage
     pos = lineage.pos
+    if len(right) == 1:  # a node's usual update: one message (no set, no second loop)
+        m = right[0]
+        if getattr(m, "delta", False) or (mid := m.message_id) in pos:
+            return left
+        pos[mid] = n
+        lineage.tip = n + 1
+        one = _new_list(MessageList)  # MessageList.__init__ would index the items again
+        one.lineage = lineage
+        one.extend(left)
+        one.append(m)
+        return one
     new: list[Message] = []
     seen: set[str | int] = set()
     for m in right:
@@ -106,10 +117,16 @@ def add_messages(left: list[Message] | None, right: Any) -> list[Message]:
     for j, m in enumerate(new):
         pos[m.message_id] = n + j
     lineage.tip = n + len(new)
-    out = MessageList((), lineage=lineage)
+    out = _new_list(MessageList)
+    out.lineage = lineage
     out.extend(left)
     out.extend(new)
     return out
+
+
+#: ``list.__new__``: an empty ``MessageList`` without its Python ``__init__`` (the caller sets
+#: ``lineage`` before anything reads it).
+_new_list = list.__new__
 
 
 def replace_messages(left: list[Message] | None, right: Any) -> list[Message]:

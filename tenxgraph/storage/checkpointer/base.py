@@ -48,7 +48,7 @@ from tenxgraph.storage import serde
 from tenxgraph.storage._diff import diff_messages
 from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
-from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, enabled, histogram, span
+from tenxgraph.telemetry import ATTR, METRIC, NO_SPAN, SPAN, counter, enabled, histogram, span
 
 __all__ = ["ADMIN_SCOPE", "BaseCheckpointer", "Loaded", "StateSnapshot"]
 
@@ -652,15 +652,21 @@ class BaseCheckpointer(Generic[StateT]):
             )
         rows: list[tuple[int, bytes]] = []
         if diff.new:
-            offset = len(msgs) - len(diff.new) if diff.appended_only else None
             for i, (seq, msg) in enumerate(diff.new):
                 if not isinstance(msg, Message):
                     raise ValidationError(
                         f"state.context holds a {type(msg).__name__}, not a Message",
                         context={"field": "context"},
                     )
-                where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
-                rows.append((seq, serde.encode_message(msg, where)))
+                try:
+                    rows.append((seq, serde.encode_message(msg)))
+                except SerializationError:
+                    # Encoded again with the message's JSONPath (built only now: a failure is
+                    # rare), so the error names it; the first error if it somehow does not raise.
+                    offset = len(msgs) - len(diff.new) if diff.appended_only else None
+                    where = f"$.context[{offset + i}]" if offset is not None else "$.context[?]"
+                    serde.encode_message(msg, where)
+                    raise
         meta = state.execution_meta
         token = f"{meta.run_id or '-'}:{meta.step}:{os.urandom(16).hex()}"
         values = serde.encode_values(state, token=token)
@@ -678,6 +684,7 @@ class BaseCheckpointer(Generic[StateT]):
             created_at=time.time(),
             token=token,
             base_created_at=prev.created_at if prev is not None and prev.version > 0 else None,
+            decoded=(msgs, len(msgs)),
         )
         new_view = DurableView(
             messages=msgs, length=len(msgs), ranges=diff.ranges, next_seq=diff.next_seq
@@ -712,15 +719,18 @@ class BaseCheckpointer(Generic[StateT]):
             SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
             TransientStorageError: ``STORAGE_TRANSIENT_001``: retryable; nothing was written.
         """
-        await self._ensure_setup()
+        if not self._setup_done:
+            await self._ensure_setup()
         key = self.key_for(config)
-        if self.store is None:
+        store = self.store
+        if store is None:
             return await self._custom_commit(config, key, state, prev)
         w, view = self.build_write(key, state, prev)
         if fence is not None:
             w.fence, w.release = fence, release
+        traced = enabled()
         attrs = None
-        if enabled():
+        if traced:
             attrs = {
                 ATTR.THREAD_ID: key.thread_id,
                 ATTR.VERSION: w.expected_version + 1,
@@ -728,9 +738,9 @@ class BaseCheckpointer(Generic[StateT]):
                 ATTR.BYTES: len(w.values) + sum(len(b) for _, b in w.new_messages),
             }
         t0 = time.perf_counter()
-        with span(SPAN.CHECKPOINT_COMMIT, attributes=attrs):
+        with span(SPAN.CHECKPOINT_COMMIT, attributes=attrs) if traced else NO_SPAN:
             try:
-                rec = await self.store.write(w)
+                rec = await store.write(w)
             except Exception as exc:
                 code = getattr(exc, "error_code", None)
                 if code == "STORAGE_CONFLICT_000":
@@ -744,7 +754,9 @@ class BaseCheckpointer(Generic[StateT]):
                 raise
         self._write_hist.record(time.perf_counter() - t0, self._metric_attrs)
         self._ckpt_counter.add(1, self._metric_attrs)
-        attach = getattr(self.store, "attach_decoded", None)
+        # The record of a store that copies the write's ``decoded`` (``to_record``) brought the
+        # decoded messages to the private cache tiers with the write-through: nothing to attach.
+        attach = getattr(store, "attach_decoded", None) if rec.decoded is None else None
         if attach is not None:
             await attach(key, rec.version, (view.messages, view.length))
         config["_checkpoint_version"] = rec.version
