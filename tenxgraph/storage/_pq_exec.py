@@ -168,11 +168,11 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _results(pgconn: pq.abc.PGconn, loop: asyncio.AbstractEventLoop) -> list[Any]:
+async def _results(pgconn: pq.abc.PGconn, loop: asyncio.AbstractEventLoop) -> list[pq.abc.PGresult]:
     """Every result of the statement in flight, the connection idle afterwards."""
     while pgconn.flush():
         await _wait(loop, pgconn.socket, write=True)
-    out = []
+    out: list[pq.abc.PGresult] = []
     while True:
         while pgconn.is_busy():
             await _wait(loop, pgconn.socket)
@@ -183,7 +183,7 @@ async def _results(pgconn: pq.abc.PGconn, loop: asyncio.AbstractEventLoop) -> li
         out.append(res)
 
 
-def _check(results: list[Any], conn: psycopg.AsyncConnection[Any]) -> Any:
+def _check(results: list[pq.abc.PGresult], conn: psycopg.AsyncConnection[Any]) -> pq.abc.PGresult:
     """The statement's result; its error as psycopg's exception class when it failed."""
     for res in results:
         if res.status not in (_TUPLES_OK, _COMMAND_OK):
