@@ -776,9 +776,11 @@ def render(res: dict[str, Any]) -> str:
     lease = res.get("lease")
     if lease:
         for node_s, rows in lease["shared"].items():
-            lines = render_lease(rows, lease["fresh"] if node_s == 0.0 else None)
-            lines[0] = lines[0].rstrip() + f" (nodes of {node_s * 1e3:.0f} ms)\n"
-            for line in lines:
+            # a name of its own: rebinding ``lines`` here dropped every section before this one
+            # from the report (``add`` appends to the report's list, the return joins ``lines``)
+            lease_lines = render_lease(rows, lease["fresh"] if node_s == 0.0 else None)
+            lease_lines[0] = lease_lines[0].rstrip() + f" (nodes of {node_s * 1e3:.0f} ms)\n"
+            for line in lease_lines:
                 add(line)
         add("")
 
