@@ -25,7 +25,7 @@ import anyio.lowlevel
 import orjson
 import pytest
 import redis
-import redis.asyncio as aioredis
+from _counting_redis import CountingRedis
 from _dedicated_redis import DedicatedRedis
 from _redis_topology import (  # noqa: F401 - fixtures and the parametrizing hook
     pytest_generate_tests,
@@ -107,18 +107,6 @@ class CountingStore:
             return await attr(*args, **kwargs)
 
         return counted
-
-
-class CountingRedis(aioredis.Redis):
-    """A real redis-py asyncio client that records every command it sends."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.commands: list[str] = []
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.commands.append(str(args[0]).upper())
-        return await super().execute_command(*args, **options)
 
 
 class BrokenCache:

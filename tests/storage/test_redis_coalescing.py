@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-import redis.asyncio as aioredis
+from _counting_redis import CountingRedis
 
 from tenxgraph.core.state import Message
 from tenxgraph.records import CheckpointWrite, StoredCheckpoint, ThreadKey
@@ -24,18 +24,6 @@ from tenxgraph.storage.redis import RedisCache
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
 KEY = ThreadKey("coalesce", "alice")
-
-
-class CountingRedis(aioredis.Redis):
-    """A real redis-py asyncio client that records every command it sends."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.commands: list[str] = []
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.commands.append(str(args[0]).upper())
-        return await super().execute_command(*args, **options)
 
 
 def write(rec: StoredCheckpoint | None, text: str, status: str = "running") -> CheckpointWrite:

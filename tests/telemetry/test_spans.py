@@ -41,6 +41,18 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
+def _run_ok(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (no SDK imported by this test process can leak into
+    it) and check that it printed exactly ``ok``."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "ok"
+
+
 # -- providers (once per process) -----------------------------------------------------------------
 _EXPORTER = InMemorySpanExporter()
 _READER = InMemoryMetricReader()
@@ -728,12 +740,7 @@ trace.set_tracer_provider(TracerProvider())
 assert t.enabled() and t.span(t.SPAN.NODE) is not t.span(t.SPAN.NODE)
 print("ok")
 """
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == "ok"
+    _run_ok(code)
 
 
 def test_a_run_started_without_an_sdk_records_no_node_span_even_if_one_appears() -> None:
@@ -774,12 +781,7 @@ names = [s.name for s in exporter.get_finished_spans()]
 assert names.count(t.SPAN.RUN) == 1 and names.count(t.SPAN.NODE) == 2, names
 print("ok")
 """
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == "ok"
+    _run_ok(code)
 
 
 def test_sync_invoke_parents_the_run_to_the_callers_span() -> None:
