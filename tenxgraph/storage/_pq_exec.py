@@ -47,6 +47,10 @@ __all__ = ["PqStatement", "execute", "usable"]
 _TUPLES_OK = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK = pq.ExecStatus.COMMAND_OK
 _IDLE = pq.TransactionStatus.IDLE
+_ACTIVE = pq.TransactionStatus.ACTIVE
+#: Seconds a cancelled statement may take to stop (the cancel request, then its answer) before
+#: the connection is closed instead (psycopg waits as long for its own queries).
+_CANCEL_TIMEOUT_S = 5.0
 _CONN_OK = pq.ConnStatus.OK
 
 #: Attribute of a psycopg connection holding, per statement name, how many times this module
@@ -139,14 +143,18 @@ class PqStatement:
 
 
 def usable(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Whether :func:`execute` may run on ``conn``: autocommit, connected, idle, and not in a
-    psycopg pipeline."""
+    """Whether :func:`execute` may run on ``conn``: autocommit, connected, idle, not in a
+    psycopg pipeline, and with ``client_encoding`` ``UTF8`` (text parameters are sent as UTF-8;
+    the server would read them in any other client encoding as that encoding, e.g. a LATIN1
+    session would store ``café`` as ``cafÃ©``, so such a connection keeps psycopg's cursor,
+    which encodes in the connection's encoding)."""
     pgconn = conn.pgconn
     return (
         conn.autocommit
         and pgconn.status == _CONN_OK
         and pgconn.transaction_status == _IDLE
         and pgconn.pipeline_status == pq.PipelineStatus.OFF
+        and pgconn.parameter_status(b"client_encoding") == b"UTF8"
     )
 
 
@@ -181,6 +189,27 @@ async def _results(pgconn: pq.abc.PGconn, loop: asyncio.AbstractEventLoop) -> li
         if res is None:
             return out
         out.append(res)
+
+
+async def _settled(
+    conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop
+) -> list[Any]:
+    """:func:`_results`, and when the wait is interrupted (the task cancelled, ``Ctrl-C``) with
+    the statement still running, a server-side cancel first, as psycopg does for its own
+    queries: the statement stops unless it already finished, and the connection is idle again,
+    so the pool keeps it. A cancel that fails or is interrupted in turn closes the connection
+    (the pool then replaces it). The interruption is re-raised either way."""
+    pgconn = conn.pgconn
+    try:
+        return await _results(pgconn, loop)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if pgconn.transaction_status == _ACTIVE:
+            try:
+                await conn.cancel_safe(timeout=_CANCEL_TIMEOUT_S)
+                await asyncio.wait_for(_results(pgconn, loop), _CANCEL_TIMEOUT_S)
+            except BaseException:  # noqa: BLE001 - unknown state: never reuse the connection
+                pgconn.finish()
+        raise
 
 
 def _check(results: list[pq.abc.PGresult], conn: psycopg.AsyncConnection[Any]) -> pq.abc.PGresult:
@@ -233,15 +262,15 @@ async def execute(
         pgconn.send_query_params(
             stmt.sql, values, param_types=stmt.oids, param_formats=stmt.formats, result_format=1
         )
-        return _check(await _results(pgconn, loop), conn)
+        return _check(await _settled(conn, loop), conn)
     for attempt in (0, 1):
         if seen >= 0:  # not prepared on this connection yet
             pgconn.send_prepare(stmt.name, stmt.sql, param_types=stmt.oids)
-            _check(await _results(pgconn, loop), conn)
+            _check(await _settled(conn, loop), conn)
             counts[stmt.name] = seen = -1
         pgconn.send_query_prepared(stmt.name, values, param_formats=stmt.formats, result_format=1)
         try:
-            return _check(await _results(pgconn, loop), conn)
+            return _check(await _settled(conn, loop), conn)
         except psycopg.errors.InvalidSqlStatementName:
             # The server forgot the statement (``DEALLOCATE ALL``, which psycopg itself sends
             # after a ``ROLLBACK`` or DDL on a connection where it prepared statements): it did

@@ -765,3 +765,28 @@ async def test_application_pool_is_used_and_left_open(pg_dsn: str, pg_schema: st
         await asyncio.to_thread(st.setup)  # the sync twin uses the pool's conninfo
     finally:
         await pool.close()
+
+
+@pytest.mark.anyio
+async def test_non_ascii_ids_round_trip_whatever_the_client_encoding(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A session in another client encoding (here LATIN1) stores ``café`` as ``café``: the
+    checkpoint writes, which bypass psycopg's cursor on UTF8 sessions, keep psycopg's encoding
+    on the others, so the thread is found again and a later write is no spurious conflict."""
+    latin1 = PostgresStore(
+        pg_dsn, schema=pg_schema, pool_config={"kwargs": {"options": "-c client_encoding=LATIN1"}}
+    )
+    utf8 = PostgresStore(pg_dsn, schema=pg_schema)
+    try:
+        await latin1.asetup()
+        for v in range(3):
+            await latin1.write(append_write("café", v, v + 1, user_id="zoë"))
+        rec = await utf8.read(ThreadKey("café", "zoë"))
+        assert rec is not None and rec.version == 3 and len(rec.messages or []) == 3
+        assert sql_rows(
+            pg_dsn, f'SELECT thread_id, owner FROM "{pg_schema}".tenxgraph_threads'
+        ) == [("café", "zoë")]
+    finally:
+        await latin1.aclose()
+        await utf8.aclose()

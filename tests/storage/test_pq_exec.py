@@ -124,20 +124,40 @@ async def test_values_that_cannot_be_sent_are_refused_before_sending(pg_dsn: str
         assert usable(conn)
 
 
-async def test_a_cancelled_wait_leaves_the_connection_unusable_for_the_pool(pg_dsn: str) -> None:
-    """A task cancelled mid-statement leaves it running: the connection is not idle, so the
-    tier does not use it and the pool discards it when it comes back."""
-    slow = PqStatement(*_sql.positional("SELECT pg_sleep(%(f)b)"), {"f": "float8"})
-    conn = await _connect(pg_dsn, None)
-    try:
-        task = asyncio.ensure_future(execute(conn, slow, {"f": 5.0}))
-        await asyncio.sleep(0.2)
+async def test_a_cancelled_statement_is_cancelled_on_the_server_and_the_connection_kept(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A task cancelled mid-statement cancels the statement on the server (as psycopg does for
+    its own queries): it never commits later, and the connection is idle and usable again."""
+    table = f'"{pg_schema}".cancelled'
+    slow = PqStatement(
+        *_sql.positional(f"INSERT INTO {table} (v) SELECT %(i)b FROM pg_sleep(5)"), {"i": "int8"}
+    )
+    async with await _connect(pg_dsn, None) as conn:
+        await conn.execute(f"CREATE TABLE {table} (v int8)")
+        task = asyncio.ensure_future(execute(conn, slow, {"i": 1}))
+        await asyncio.sleep(0.3)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        assert usable(conn)
+        res = await execute(conn, ECHO, _params(t="still here"))
+        assert res.get_value(0, 0) == b"still here"
+        await asyncio.sleep(0.2)
+        cur = await conn.execute(f"SELECT count(*) FROM {table}")
+        assert await cur.fetchone() == (0,)
+
+
+async def test_a_connection_not_in_utf8_keeps_psycopgs_path(pg_dsn: str) -> None:
+    """Text goes out as UTF-8, so a session in another client encoding is not served here."""
+    conn = await psycopg.AsyncConnection.connect(
+        pg_dsn, autocommit=True, options="-c client_encoding=LATIN1"
+    )
+    try:
+        assert conn.info.encoding == "iso8859-1"
         assert not usable(conn)
     finally:
-        await conn.close()  # closing drops the statement still running on the server
+        await conn.close()
 
 
 def test_every_parameter_needs_a_known_type() -> None:
