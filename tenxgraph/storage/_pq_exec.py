@@ -21,11 +21,14 @@ once and never has to guess a type. Failures keep psycopg's classes, so the Post
 translates them exactly as before: a result with an error becomes the
 ``psycopg.errors`` subclass of its SQLSTATE (``psycopg.errors.error_from_result``); a
 connection that breaks raises libpq's ``psycopg.OperationalError``. A task cancelled while it
-waits leaves the statement running on the connection; the pool discards a connection returned
-in that state, as it does after a cancelled psycopg query.
+waits sends the server a cancel request and waits for the statement to stop, as psycopg does
+for its own queries: the statement cannot commit after the caller saw the cancellation (unless
+it had finished already), and the connection stays in the pool; when that cancel fails, the
+connection is closed.
 
-Only connections in autocommit mode, idle and outside a psycopg pipeline are served; the
-caller checks that (:func:`usable`) and uses psycopg's cursor otherwise.
+Only connections in autocommit mode, idle, outside a psycopg pipeline and in ``UTF8`` client
+encoding are served; the caller checks that (:func:`usable`) and uses psycopg's cursor
+otherwise.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from psycopg.errors import error_from_result
 
 from tenxgraph.storage._pg_types import dump_bytea_array, dump_int8_array
 
-__all__ = ["PqStatement", "execute", "usable"]
+__all__ = ["PqStatement", "execute", "int8_rows", "usable"]
 
 _TUPLES_OK = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK = pq.ExecStatus.COMMAND_OK
@@ -279,3 +282,12 @@ async def execute(
             if attempt:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def int8_rows(res: Any) -> list[tuple[Any, ...]]:
+    """The rows of a binary result of one ``int8`` column, as 1-tuples of ``int`` (``[]`` for a
+    statement that returned no rows set)."""
+    if res.status != _TUPLES_OK:
+        return []
+    unpack = _INT8.unpack
+    return [unpack(res.get_value(i, 0)) for i in range(res.ntuples)]

@@ -52,7 +52,6 @@ import logging
 import math
 import operator
 import re
-import struct
 import time
 import weakref
 from collections.abc import Generator, Sequence
@@ -97,7 +96,7 @@ from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRA
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
 from tenxgraph.storage._pg_types import BigInt, ByteaArray, Int8Array, Text, register
 from tenxgraph.storage._pool_config import check_pool_config
-from tenxgraph.storage._pq_exec import PqStatement, usable
+from tenxgraph.storage._pq_exec import PqStatement, int8_rows, usable
 from tenxgraph.storage._pq_exec import execute as pq_execute
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.base import report_skipped, threads_from_rows
@@ -145,7 +144,6 @@ _Rows = list[tuple[Any, ...]]
 _Op = tuple[LiteralString | bytes, dict[str, Any]]
 
 _TUPLES_OK = ExecStatus.TUPLES_OK
-_INT8 = struct.Struct(">q")
 
 #: Attribute of a psycopg connection holding the cursor the store reuses on it (see
 #: :func:`_adopt`); psycopg_pool keeps its own bookkeeping on pooled connections the same way.
@@ -543,10 +541,7 @@ class PostgresStore:
                     if self.unprepared and conn.prepare_threshold is not None:
                         conn.prepare_threshold = None
                     if pq is not None and type(params) is dict and usable(conn):
-                        res = await pq_execute(conn, pq, params)
-                        if res.status != _TUPLES_OK:
-                            return []
-                        return [(_INT8.unpack(res.get_value(i, 0))[0],) for i in range(res.ntuples)]
+                        return int8_rows(await pq_execute(conn, pq, params))
                     cur = getattr(conn, _CURSOR_ATTR, None) or _adopt(conn)
                     if type(params) is tuple:
                         cur = psycopg.AsyncRawCursor(conn, row_factory=tuple_row)
