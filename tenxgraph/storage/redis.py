@@ -470,7 +470,12 @@ class RedisCache:
         self._client_kwargs: dict[str, Any] = {
             "socket_timeout": timeout_s,
             "socket_connect_timeout": timeout_s,
-            "retry": Retry(NoBackoff(), 0),
+            # One immediate retry of a call whose connection was found closed (a connection
+            # Redis or the network dropped, seen as ConnectionError when it is next used or
+            # while it connects); never after a timeout, so a Redis that does not answer costs
+            # one ``timeout_s``. Repeating a call is safe: reads and deletes are idempotent and
+            # a write-through applied twice drops the copy (a miss), never a wrong one.
+            "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
             **(client_kwargs or {}),
         }
         # A client created from ``url`` per event loop (redis-py connections belong to the loop
