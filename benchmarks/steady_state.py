@@ -10,6 +10,9 @@ contender at a time instead, on fresh threads, in three ways:
 * ``interleaved``: each run of the contender follows one run of every other contender of this
   script (what ``run_all.py``'s sections do).
 
+A control row runs a fixed piece of pure-Python work with no runtime and no I/O: whatever the
+idle gap or the interleaving costs it, the machine charges any CPU-bound Python code.
+
     python benchmarks/steady_state.py                 # memory, Postgres, the floor, LangGraph
     python benchmarks/steady_state.py --runs 300 --gap-ms 5
 
@@ -37,8 +40,29 @@ from _contenders import (  # noqa: E402
     TenxContender,
 )
 from _pg import BenchDatabase  # noqa: E402
+from _workload import STEPS_PER_RUN  # noqa: E402
 
 MODES = ("back-to-back", "idle gap", "interleaved")
+
+
+class ControlContender(Contender):
+    """No runtime and no I/O: each "step" is the same fixed piece of pure-Python work (a dict
+    and list workout of about the size of a memory-store step). What an idle gap or
+    interleaving costs it is what the machine itself charges CPU-bound Python code (caches and
+    predictors refilled, a virtual CPU woken), the baseline to read the other rows against."""
+
+    family = "control"
+
+    def prepare(self, history: int) -> str:
+        return "control"
+
+    def run(self, thread_id: str) -> Sample:
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for step in range(STEPS_PER_RUN):
+            d = {f"k{i}": i * step for i in range(300)}
+            sum(sorted(d.values(), reverse=True)[:20])
+        return Sample(time.perf_counter() - t0, time.process_time() - c0, STEPS_PER_RUN)
 
 
 def _sample(c: Contender) -> Sample:
@@ -84,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             LangGraphContender("LangGraph InMemorySaver", "memory"),
             LangGraphContender("LangGraph PostgresSaver", "postgres", dsn=db.dsn),
             FloorContender("floor: BEGIN+INSERT+COMMIT, 1 round trip", db.dsn),
+            ControlContender("control: pure Python, no I/O"),
         ]
         for c in contenders:
             c.open()
