@@ -170,6 +170,19 @@ _WRITE_KINDS: dict[str, str] = {
 }
 
 
+#: The checkpoint write statement for ``(creates the thread, under a run lease, prunes)``: a
+#: write outside a lease, or one that prunes nothing, sends a variant without those CTEs (the
+#: same effect; the server initialises fewer plan nodes, see the notes in ``_sql``).
+_WRITE_VARIANTS: dict[tuple[bool, bool, bool], str] = {
+    (True, True, False): "CHECKPOINT_CREATE",
+    (True, False, False): "CHECKPOINT_CREATE_PLAIN",
+    (False, True, True): "CHECKPOINT_CAS",
+    (False, False, True): "CHECKPOINT_CAS_PRUNE",
+    (False, True, False): "CHECKPOINT_CAS_LEASE",
+    (False, False, False): "CHECKPOINT_CAS_PLAIN",
+}
+
+
 def normalize_dsn(dsn: str) -> str:
     """A libpq DSN from ``dsn``, accepting SQLAlchemy-style URLs.
 
@@ -359,9 +372,12 @@ class PostgresStore:
         self._q_cas = q["CHECKPOINT_CAS"]
         self._q_create = q["CHECKPOINT_CREATE"]
         # The checkpoint writes (one per durable step) skip psycopg's cursor: numbered and
-        # typed once here, sent through libpq by tenxgraph.storage._pq_exec.
-        self._pq_cas = PqStatement(*_sql.positional(texts["CHECKPOINT_CAS"]), _WRITE_KINDS)
-        self._pq_create = PqStatement(*_sql.positional(texts["CHECKPOINT_CREATE"]), _WRITE_KINDS)
+        # typed once here, sent through libpq by tenxgraph.storage._pq_exec. Each write sends
+        # the variant that holds only the CTEs it needs (see _WRITE_VARIANTS).
+        self._writes: dict[tuple[bool, bool, bool], tuple[bytes, PqStatement]] = {
+            key: (q[name], PqStatement(*_sql.positional(texts[name]), _WRITE_KINDS))
+            for key, name in _WRITE_VARIANTS.items()
+        }
         self._q_since = q["READ_SINCE"]
         # LEASE_READ is longer than psycopg keeps parsed: sent numbered ($n) on a raw cursor.
         self._q_lease_read, names = _sql.positional(texts["LEASE_READ"])
@@ -953,8 +969,8 @@ class PostgresStore:
             "release": w.release and w.fence is not None,
         }
         if expected == 0:
-            query, operation = self._q_create, _sql.CHECKPOINT_CREATE.operation
-            pq = self._pq_create
+            operation = _sql.CHECKPOINT_CREATE.operation
+            query, pq = self._writes[True, w.fence is not None, False]
         else:
             limit = w.history_limit if w.history_limit and w.history_limit > 0 else None
             prune_to = new_version - limit if limit is not None and new_version > limit else None
@@ -963,8 +979,8 @@ class PostgresStore:
             params["expect_seen"] = BigInt(
                 expected if prune_to is not None and prune_to < expected else _sql.NO_VERSION
             )
-            query, operation = self._q_cas, _sql.CHECKPOINT_CAS.operation
-            pq = self._pq_cas
+            operation = _sql.CHECKPOINT_CAS.operation
+            query, pq = self._writes[False, w.fence is not None, prune_to is not None]
         attrs = None
         if enabled():  # no attribute dict to build when nothing records spans
             attrs = self._span_attrs(operation, w.thread_id)

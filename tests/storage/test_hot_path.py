@@ -104,8 +104,10 @@ async def test_a_step_is_one_postgres_round_trip_and_no_awaited_redis_one(
         app = three_steps(cp)
         cfg = {"thread_id": "hot", "user_id": "u"}
         # create the thread, warm every tier, and let psycopg prepare the hot statements
-        # (after ``prepare_threshold`` = 5 executions it spends one round trip preparing)
-        for i in range(8):
+        # (after ``prepare_threshold`` = 5 executions it spends one round trip preparing):
+        # versions 2-20 use the CAS without pruning, from 21 on (past the history limit of
+        # 20) the one with pruning, whose sixth execution (version 26) is its prepared one
+        for i in range(10):
             await run_counted(app, cfg, f"warm-up {i}")
         await cp.store.aflush()
 

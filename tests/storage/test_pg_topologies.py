@@ -206,7 +206,7 @@ async def test_each_per_thread_statement_touches_one_partition(
             assert node == "ModifyTable", (name, node, rel)
             continue
         seen.setdefault(table, set()).add(int(part))
-    assert seen or name == "CHECKPOINT_CREATE", f"{name}: no partition scanned at all?"
+    assert seen or name.startswith("CHECKPOINT_CREATE"), f"{name}: no partition scanned at all?"
     for table, parts in seen.items():
         assert parts == {expected}, (name, table, parts, expected)
 

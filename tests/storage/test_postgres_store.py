@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import logging
 import socket
 import struct
@@ -33,7 +34,7 @@ from tenxgraph.records import CheckpointWrite, LedgerEntry, ThreadKey
 from tenxgraph.storage import _sql
 from tenxgraph.storage._migrations import CURRENT_VERSION, MIGRATIONS
 from tenxgraph.storage.base import StoreTier
-from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
+from tenxgraph.storage.postgres import _WRITE_VARIANTS, PostgresStore, normalize_dsn
 
 pytestmark = pytest.mark.postgres
 
@@ -509,6 +510,64 @@ async def test_pruning_never_loses_messages_of_kept_versions(
         f'SELECT min(seq) FROM "{pg_schema}".tenxgraph_messages WHERE thread_id = %s',
         "trim",
     ) == [(min_kept,)]
+
+
+@pytest.mark.anyio
+async def test_each_checkpoint_write_sends_only_the_ctes_it_needs(store: PostgresStore) -> None:
+    """A write outside a run lease sends no lease CTE and one that prunes nothing no delete
+    (the server initialises fewer plan nodes); each variant still does exactly what the full
+    statement does: pruning keeps ``history_limit`` versions, a fenced write releases its
+    lease, and a write whose lease was taken over is refused, pruning or not."""
+    names = {
+        pq.sql: name for key, name in _WRITE_VARIANTS.items() for pq in [store._writes[key][1]]
+    }
+    assert len(names) == 6  # six distinct statements
+    sent: list[str] = []
+    real = store._fetch
+
+    async def spy(query: bytes, params: Any, **kw: Any) -> Any:
+        if kw.get("pq") is not None:
+            sent.append(names[kw["pq"].sql])
+        return await real(query, params, **kw)
+
+    store._fetch = spy  # type: ignore[method-assign]
+
+    # outside a lease: plain until the thread holds more than its limit, then pruning
+    for v in range(5):
+        await store.write(append_write("plain", v, v + 1, history_limit=3))
+    assert (
+        sent
+        == ["CHECKPOINT_CREATE_PLAIN"] + ["CHECKPOINT_CAS_PLAIN"] * 2 + ["CHECKPOINT_CAS_PRUNE"] * 2
+    )
+    plain = ThreadKey("plain", OWNER)
+    assert [h.version for h in await store.history(plain)] == [5, 4, 3]
+    latest = await store.read(plain)
+    assert latest is not None and latest.messages == [msg(s) for s in range(1, 6)]
+
+    # under a lease: the fence is checked in every write, the last one releases the lease
+    sent.clear()
+    key = ThreadKey("leased", OWNER)
+    a = await store.lease_acquire(key, "run-a", ttl_s=30.0, lapse_s=30.0, queue=False)
+    assert a.fence is not None
+    for v in range(5):
+        w = append_write("leased", v, v + 1, history_limit=3)
+        await store.write(dataclasses.replace(w, fence=a.fence, release=v == 4))
+    assert sent == ["CHECKPOINT_CREATE"] + ["CHECKPOINT_CAS_LEASE"] * 2 + ["CHECKPOINT_CAS"] * 2
+    assert [h.version for h in await store.history(key)] == [5, 4, 3]
+    b = await store.lease_acquire(key, "run-b", ttl_s=0.2, lapse_s=0.2, queue=False)
+    assert b.fence is not None and b.fence > a.fence  # released by the write of version 5
+
+    # a holder whose lease was taken over cannot commit, with or without pruning to do
+    await asyncio.sleep(0.3)  # b's lease lapses; c takes the thread over
+    c = await store.lease_acquire(key, "run-c", ttl_s=30.0, lapse_s=30.0, queue=False)
+    assert c.fence is not None and c.fence > b.fence
+    for limit in (None, 3):
+        w = dataclasses.replace(append_write("leased", 5, 6, history_limit=limit), fence=b.fence)
+        with pytest.raises(StaleStateError) as err:
+            await store.write(w)
+        assert err.value.context["fence"] == b.fence
+    assert sent[-2:] == ["CHECKPOINT_CAS_LEASE", "CHECKPOINT_CAS"]
+    assert [h.version for h in await store.history(key)] == [5, 4, 3]
 
 
 # -- concurrency, connections and errors ------------------------------------------------------------
