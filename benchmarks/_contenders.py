@@ -102,6 +102,8 @@ class TenxContender(Contender):
         schema: Postgres schema of this contender's tables.
         sync_nodes: ``def`` nodes (run in a worker thread) instead of ``async def``.
         pool_max: ``max_size`` of the Postgres pool.
+        pool_min: ``min_size`` of the Postgres pool (connections the pool opens and keeps
+            from the start; the concurrency section opens as many as it has callers).
     """
 
     family = "tenxgraph"
@@ -118,6 +120,7 @@ class TenxContender(Contender):
         schema: str | None = None,
         sync_nodes: bool = False,
         pool_max: int = 10,
+        pool_min: int = 1,
         workdir: str | None = None,
     ) -> None:
         super().__init__(name)
@@ -129,6 +132,7 @@ class TenxContender(Contender):
         self.schema = schema or ("tx_" + store.replace("+", "_"))
         self.sync_nodes = sync_nodes
         self.pool_max = pool_max
+        self.pool_min = pool_min
         self.uses_postgres = store.startswith("postgres")
         self.workdir = workdir
         self.runner: asyncio.Runner | None = None
@@ -151,7 +155,7 @@ class TenxContender(Contender):
         kw: dict[str, Any] = {
             "postgres_dsn": self.dsn,
             "schema": self.schema,
-            "pool_config": {"max_size": self.pool_max},
+            "pool_config": {"max_size": self.pool_max, "min_size": self.pool_min},
         }
         if self.store == "postgres+redis":
             kw["redis_url"] = self.redis_url
@@ -213,7 +217,8 @@ class LangGraphContender(Contender):
     Args:
         store: ``"memory"`` (``InMemorySaver``) or ``"postgres"`` (``PostgresSaver`` on one
             connection, as ``PostgresSaver.from_conn_string`` makes it; with ``pool_max`` a
-            ``psycopg_pool.ConnectionPool`` instead, for concurrent callers).
+            ``psycopg_pool.ConnectionPool`` instead, for concurrent callers, holding
+            ``pool_min`` connections from the start).
         durability: ``"sync"`` (a checkpoint after every step, written before the next step
             starts) or ``"exit"`` (at the end of the run).
     """
@@ -228,6 +233,7 @@ class LangGraphContender(Contender):
         durability: str = "sync",
         dsn: str | None = None,
         pool_max: int | None = None,
+        pool_min: int = 1,
     ) -> None:
         super().__init__(name)
         self.store = store
@@ -235,6 +241,7 @@ class LangGraphContender(Contender):
         self.durable = durability == "sync"
         self.dsn = dsn
         self.pool_max = pool_max
+        self.pool_min = pool_min
         self.uses_postgres = store == "postgres"
         self._conn: Any = None
         self.saver: Any = None
@@ -255,8 +262,13 @@ class LangGraphContender(Contender):
                 from psycopg_pool import ConnectionPool
 
                 self._conn = ConnectionPool(
-                    self.dsn, min_size=1, max_size=self.pool_max, kwargs=kwargs, open=True
+                    self.dsn,
+                    min_size=min(self.pool_min, self.pool_max),
+                    max_size=self.pool_max,
+                    kwargs=kwargs,
+                    open=True,
                 )
+                self._conn.wait(timeout=60.0)  # every pool_min connection open before timing
             else:
                 self._conn = Connection.connect(self.dsn, **kwargs)
             self.saver = PostgresSaver(self._conn)

@@ -26,6 +26,7 @@ class Setup:
         dsn: str | None = None,
         sync_nodes: bool = False,
         pool_max: int = 10,
+        pool_min: int = 1,
         tag: str = "",
         redis_url: str | None = None,
     ) -> TenxContender:
@@ -59,6 +60,7 @@ class Setup:
             schema=schema,
             sync_nodes=sync_nodes,
             pool_max=pool_max,
+            pool_min=pool_min,
             workdir=self.workdir,
         )
 
@@ -69,13 +71,19 @@ class Setup:
         *,
         dsn: str | None = None,
         pool_max: int | None = None,
+        pool_min: int = 1,
     ) -> LangGraphContender:
         label = {"memory": "InMemorySaver", "postgres": "PostgresSaver"}[store]
         name = f"LangGraph {label}" + (
             "" if durability == "sync" else f" (durability={durability})"
         )
         return LangGraphContender(
-            name, store, durability=durability, dsn=dsn or self._dsn(), pool_max=pool_max
+            name,
+            store,
+            durability=durability,
+            dsn=dsn or self._dsn(),
+            pool_max=pool_max,
+            pool_min=pool_min,
         )
 
     def floor(self, dsn: str | None = None) -> FloorContender:

@@ -402,9 +402,10 @@ def _concurrency(S: Setup, db: BenchDatabase, pg_stores: list[str], q: int) -> d
     inproc = []
     for n in IN_PROCESS_CALLERS:
         log(f"concurrency: one process, {n} concurrent callers, {n} connections ...")
-        callers = [S.tx(s, pool_max=n, tag=f" pool{n}") for s in pg_stores]
+        # Each pool opens its n connections before it is timed, as the floor does.
+        callers = [S.tx(s, pool_max=n, pool_min=n, tag=f" pool{n}") for s in pg_stores]
         if n <= 8:
-            callers.append(S.lg("postgres", pool_max=n))
+            callers.append(S.lg("postgres", pool_max=n, pool_min=n))
         floor = S.floor()
         for _ in range(1 if q else 2):
             for c in callers:
