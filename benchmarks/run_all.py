@@ -746,9 +746,10 @@ def render(res: dict[str, Any]) -> str:
             "thread configuration is not run for it.\n"
         )
         add(
-            "One process, N concurrent callers on separate threads, one pool of N connections; "
-            "the floor with N connections, as asyncio tasks (like tenxgraph's callers) and as OS "
-            "threads:\n"
+            "One process, N concurrent callers on separate threads, one pool of N connections "
+            "(opened before the timed window, and warmed by 2 s of the same callers, as a "
+            "long-running service is); the floor with N connections, as asyncio tasks (like "
+            "tenxgraph's callers) and as OS threads:\n"
         )
         ip: dict[tuple[int, str], list[Any]] = {}
         for r in conc["in_process"]:
