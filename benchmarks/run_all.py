@@ -697,7 +697,7 @@ def render(res: dict[str, Any]) -> str:
 
     conc = res.get("concurrency")
     if conc:
-        add(f"## Concurrency ({conc['duration_s']:.0f} s per configuration)\n")
+        add(f"## Concurrency ({conc['duration_s']:g} s per configuration)\n")
         add(
             "Worker processes, each with its own checkpointer and pool, on separate threads or all on one shared "
             "thread (calling again after `StaleStateError`). Steps are counted on the server (thread versions); "

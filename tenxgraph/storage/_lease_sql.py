@@ -35,9 +35,12 @@ Where each piece is called today (one round trip each unless said):
 * ``FENCE_CONDITION`` (fragment, folded): an ``AND`` term of the compare-and-swap's ``UPDATE``
   in ``CHECKPOINT_CAS`` and of the ``INSERT``'s ``SELECT`` in ``CHECKPOINT_CREATE``: no extra
   round trip. ``FOR SHARE`` makes a concurrent acquisition wait for this write (or this write
-  see the new fence), so a write can never commit after another run took the lease.
+  see the new fence), so a write can never commit after another run took the lease. Only the
+  leased variants carry it (``CHECKPOINT_CAS``, ``CHECKPOINT_CAS_LEASE``, ``CHECKPOINT_CREATE``);
+  a write made outside a lease sends a ``_PLAIN`` or ``_PRUNE`` variant without it.
 * ``RELEASE_CTE`` (fragment, folded): appended to the CTEs of ``CHECKPOINT_CAS`` and
-  ``CHECKPOINT_CREATE`` (after ``cas``): the run's last checkpoint write releases the lease in
+  ``CHECKPOINT_CREATE`` and their leased variants (after ``cas``): the run's last checkpoint
+  write releases the lease in
   the same statement (``%(release)b``) and records the version it wrote as
   ``settled_version``.
 * ``PEEK`` (statement, read-only): a queued run's polls between two ``ACQUIRE`` s (it sends

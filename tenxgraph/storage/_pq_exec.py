@@ -1,7 +1,8 @@
 """The checkpoint write's statement sent through libpq directly (psycopg's ``pq`` layer).
 
 A durable step sends one statement (``CHECKPOINT_CAS``, or ``CHECKPOINT_CREATE`` for a new
-thread) and gets one ``int8`` back. Through a psycopg cursor that costs about 25 us of client
+thread, or one of their variants without the lease or pruning CTEs,
+``tenxgraph.storage._sql.CHECKPOINT_WRITES``) and gets one ``int8`` back. Through a psycopg cursor that costs about 25 us of client
 CPU per step on a 2-core VM (the query is looked up, the parameters go through the adaptation
 layer one by one, the wait runs through psycopg's generator protocol, the result through its
 row loaders); straight through the connection's ``pgconn`` it costs about 14 us. This module

@@ -44,6 +44,7 @@ __all__ = [
     "CHECKPOINT_CAS_PRUNE",
     "CHECKPOINT_CREATE",
     "CHECKPOINT_CREATE_PLAIN",
+    "CHECKPOINT_WRITES",
     "CLEAR_STOP",
     "CREATE_MIGRATIONS_TABLE",
     "CREATE_PARTITION",
@@ -241,6 +242,17 @@ CHECKPOINT_CREATE_PLAIN = Statement(
     "INSERT",
     _checkpoint_write(create=True, lease=False, prune=False),
 )
+
+#: The checkpoint write for ``(creates the thread, under a run lease, prunes)``: the store
+#: sends the variant holding only the CTEs a write needs (see the notes above).
+CHECKPOINT_WRITES: dict[tuple[bool, bool, bool], Statement] = {
+    (True, True, False): CHECKPOINT_CREATE,
+    (True, False, False): CHECKPOINT_CREATE_PLAIN,
+    (False, True, True): CHECKPOINT_CAS,
+    (False, False, True): CHECKPOINT_CAS_PRUNE,
+    (False, True, False): CHECKPOINT_CAS_LEASE,
+    (False, False, False): CHECKPOINT_CAS_PLAIN,
+}
 
 WRITE_CONFLICT_PROBE = Statement(
     "WRITE_CONFLICT_PROBE",

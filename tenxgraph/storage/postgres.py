@@ -7,7 +7,9 @@ operation is ONE statement, so one round trip and, for writes, one commit:
   :data:`tenxgraph.storage._sql.CHECKPOINT_CAS`): the compare-and-swap ``UPDATE threads ...
   WHERE version = expected RETURNING version`` gates the checkpoint insert, the insert of only
   the new message rows (``unnest`` of two arrays), and the pruning of old versions and
-  unreachable message rows. Zero rows back means the CAS lost; only then a second query tells
+  unreachable message rows (a write outside a run lease, or with nothing to prune, sends a
+  variant without those CTEs: :data:`tenxgraph.storage._sql.CHECKPOINT_WRITES`). Zero rows back
+  means the CAS lost; only then a second query tells
   ``StaleStateError`` from forbidden access. Nothing of a losing write is ever visible;
 * reads assemble a version's messages in the same statement that finds the version;
 * ``history`` is two statements whatever the number of versions.
@@ -149,8 +151,8 @@ _TUPLES_OK = ExecStatus.TUPLES_OK
 #: :func:`_adopt`); psycopg_pool keeps its own bookkeeping on pooled connections the same way.
 _CURSOR_ATTR = "_tenxgraph_cursor"
 
-#: PostgreSQL type of every parameter of the checkpoint writes (``CHECKPOINT_CAS`` and
-#: ``CHECKPOINT_CREATE``), which go through libpq directly (:mod:`tenxgraph.storage._pq_exec`).
+#: PostgreSQL type of every parameter of the checkpoint writes (``CHECKPOINT_CAS``,
+#: ``CHECKPOINT_CREATE`` and their variants, ``_sql.CHECKPOINT_WRITES``), which go through libpq directly (:mod:`tenxgraph.storage._pq_exec`).
 _WRITE_KINDS: dict[str, str] = {
     "thread_id": "text",
     "owner": "text",
@@ -167,19 +169,6 @@ _WRITE_KINDS: dict[str, str] = {
     "expected": "int8",
     "prune_to": "int8",
     "expect_seen": "int8",
-}
-
-
-#: The checkpoint write statement for ``(creates the thread, under a run lease, prunes)``: a
-#: write outside a lease, or one that prunes nothing, sends a variant without those CTEs (the
-#: same effect; the server initialises fewer plan nodes, see the notes in ``_sql``).
-_WRITE_VARIANTS: dict[tuple[bool, bool, bool], str] = {
-    (True, True, False): "CHECKPOINT_CREATE",
-    (True, False, False): "CHECKPOINT_CREATE_PLAIN",
-    (False, True, True): "CHECKPOINT_CAS",
-    (False, False, True): "CHECKPOINT_CAS_PRUNE",
-    (False, True, False): "CHECKPOINT_CAS_LEASE",
-    (False, False, False): "CHECKPOINT_CAS_PLAIN",
 }
 
 
@@ -373,10 +362,10 @@ class PostgresStore:
         self._q_create = q["CHECKPOINT_CREATE"]
         # The checkpoint writes (one per durable step) skip psycopg's cursor: numbered and
         # typed once here, sent through libpq by tenxgraph.storage._pq_exec. Each write sends
-        # the variant that holds only the CTEs it needs (see _WRITE_VARIANTS).
+        # the variant that holds only the CTEs it needs (_sql.CHECKPOINT_WRITES).
         self._writes: dict[tuple[bool, bool, bool], tuple[bytes, PqStatement]] = {
-            key: (q[name], PqStatement(*_sql.positional(texts[name]), _WRITE_KINDS))
-            for key, name in _WRITE_VARIANTS.items()
+            key: (q[st.name], PqStatement(*_sql.positional(texts[st.name]), _WRITE_KINDS))
+            for key, st in _sql.CHECKPOINT_WRITES.items()
         }
         self._q_since = q["READ_SINCE"]
         # LEASE_READ is longer than psycopg keeps parsed: sent numbered ($n) on a raw cursor.

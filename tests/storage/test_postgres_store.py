@@ -34,7 +34,7 @@ from tenxgraph.records import CheckpointWrite, LedgerEntry, ThreadKey
 from tenxgraph.storage import _sql
 from tenxgraph.storage._migrations import CURRENT_VERSION, MIGRATIONS
 from tenxgraph.storage.base import StoreTier
-from tenxgraph.storage.postgres import _WRITE_VARIANTS, PostgresStore, normalize_dsn
+from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
 
 pytestmark = pytest.mark.postgres
 
@@ -518,9 +518,7 @@ async def test_each_checkpoint_write_sends_only_the_ctes_it_needs(store: Postgre
     (the server initialises fewer plan nodes); each variant still does exactly what the full
     statement does: pruning keeps ``history_limit`` versions, a fenced write releases its
     lease, and a write whose lease was taken over is refused, pruning or not."""
-    names = {
-        pq.sql: name for key, name in _WRITE_VARIANTS.items() for pq in [store._writes[key][1]]
-    }
+    names = {store._writes[key][1].sql: st.name for key, st in _sql.CHECKPOINT_WRITES.items()}
     assert len(names) == 6  # six distinct statements
     sent: list[str] = []
     real = store._fetch
