@@ -38,11 +38,9 @@ Where each piece is called today (one round trip each unless said):
   see the new fence), so a write can never commit after another run took the lease. Only the
   leased variants carry it (``CHECKPOINT_CAS``, ``CHECKPOINT_CAS_LEASE``, ``CHECKPOINT_CREATE``);
   a write made outside a lease sends a ``_PLAIN`` or ``_PRUNE`` variant without it.
-* ``RELEASE_CTE`` (fragment, folded): appended to the CTEs of ``CHECKPOINT_CAS`` and
-  ``CHECKPOINT_CREATE`` and their leased variants (after ``cas``): the run's last checkpoint
-  write releases the lease in
-  the same statement (``%(release)b``) and records the version it wrote as
-  ``settled_version``.
+* ``RELEASE_CTE`` (fragment, folded): appended to the CTEs of the same leased variants (after
+  ``cas``): the run's last checkpoint write releases the lease in the same statement
+  (``%(release)b``) and records the version it wrote as ``settled_version``.
 * ``PEEK`` (statement, read-only): a queued run's polls between two ``ACQUIRE`` s (it sends
   ``ACQUIRE`` only when the lease looks free and it is next in line, or to keep its place).
 * ``RENEW`` (statement): the holder's renewal task, every ``lease_renew_s`` seconds (off the

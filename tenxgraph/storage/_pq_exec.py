@@ -2,11 +2,11 @@
 
 A durable step sends one statement (``CHECKPOINT_CAS``, or ``CHECKPOINT_CREATE`` for a new
 thread, or one of their variants without the lease or pruning CTEs,
-``tenxgraph.storage._sql.CHECKPOINT_WRITES``) and gets one ``int8`` back. Through a psycopg cursor that costs about 25 us of client
-CPU per step on a 2-core VM (the query is looked up, the parameters go through the adaptation
-layer one by one, the wait runs through psycopg's generator protocol, the result through its
-row loaders); straight through the connection's ``pgconn`` it costs about 14 us. This module
-is that straight path, and nothing else:
+``tenxgraph.storage._sql.CHECKPOINT_WRITES``) and gets one ``int8`` back. Through a psycopg
+cursor that costs about 25 us of client CPU per step on a 2-core VM (the query is looked up,
+the parameters go through the adaptation layer one by one, the wait runs through psycopg's
+generator protocol, the result through its row loaders); straight through the connection's
+``pgconn`` it costs about 14 us. This module is that straight path, and nothing else:
 
 * :class:`PqStatement` holds a statement numbered for the server (``$1 ... $n``), the
   PostgreSQL type of each parameter and a statement name derived from the SQL text;

@@ -185,33 +185,45 @@ WITH cas AS (
     return head + released + body + pruning + "\nSELECT version FROM cas\n"
 
 
-CHECKPOINT_CAS = Statement(
-    "CHECKPOINT_CAS",
-    "compare-and-swap a thread to its next version under its run lease, insert the checkpoint "
-    "and the new message rows, release the lease when asked, prune old versions and "
-    "unreachable message rows: one statement, one commit",
-    "UPDATE",
-    _checkpoint_write(create=False, lease=True, prune=True),
-)
-CHECKPOINT_CAS_PRUNE = Statement(
-    "CHECKPOINT_CAS_PRUNE",
-    "CHECKPOINT_CAS for a write made outside a run lease",
-    "UPDATE",
-    _checkpoint_write(create=False, lease=False, prune=True),
-)
-CHECKPOINT_CAS_LEASE = Statement(
-    "CHECKPOINT_CAS_LEASE",
-    "CHECKPOINT_CAS for a write that prunes nothing (the thread holds at most its history "
-    "limit of versions, or keeps all)",
-    "UPDATE",
-    _checkpoint_write(create=False, lease=True, prune=False),
-)
-CHECKPOINT_CAS_PLAIN = Statement(
-    "CHECKPOINT_CAS_PLAIN",
-    "CHECKPOINT_CAS for a write made outside a run lease that prunes nothing",
-    "UPDATE",
-    _checkpoint_write(create=False, lease=False, prune=False),
-)
+def _checkpoint_write_statement(*, create: bool, lease: bool, prune: bool) -> Statement:
+    """The named checkpoint write for one combination of flags: ``CHECKPOINT_CREATE`` or
+    ``CHECKPOINT_CAS`` when it holds every CTE its kind can hold, else suffixed ``_LEASE``
+    (lease, nothing to prune), ``_PRUNE`` (pruning, no lease) or ``_PLAIN`` (neither)."""
+    base = "CHECKPOINT_CREATE" if create else "CHECKPOINT_CAS"
+    full = lease and (prune or create)
+    suffix = "" if full else "_LEASE" if lease else "_PRUNE" if prune else "_PLAIN"
+    what = (
+        "create a thread at version 1 unless it exists, with its first checkpoint and message rows"
+        if create
+        else "compare-and-swap a thread to its next version, insert the checkpoint and the new "
+        "message rows"
+    )
+    if lease:
+        what += ", under its run lease (fence checked, released when asked)"
+    if prune:
+        what += ", prune old versions and unreachable message rows"
+    return Statement(
+        base + suffix,
+        what + ": one statement, one commit",
+        "INSERT" if create else "UPDATE",
+        _checkpoint_write(create=create, lease=lease, prune=prune),
+    )
+
+
+#: The checkpoint write for ``(creates the thread, under a run lease, prunes)``: the store
+#: sends the variant holding only the CTEs a write needs (see the notes below).
+CHECKPOINT_WRITES: dict[tuple[bool, bool, bool], Statement] = {
+    (create, lease, prune): _checkpoint_write_statement(create=create, lease=lease, prune=prune)
+    for create in (True, False)
+    for lease in (True, False)
+    for prune in ((False,) if create else (True, False))  # a new thread has nothing to prune
+}
+CHECKPOINT_CREATE = CHECKPOINT_WRITES[True, True, False]
+CHECKPOINT_CREATE_PLAIN = CHECKPOINT_WRITES[True, False, False]
+CHECKPOINT_CAS = CHECKPOINT_WRITES[False, True, True]
+CHECKPOINT_CAS_LEASE = CHECKPOINT_WRITES[False, True, False]
+CHECKPOINT_CAS_PRUNE = CHECKPOINT_WRITES[False, False, True]
+CHECKPOINT_CAS_PLAIN = CHECKPOINT_WRITES[False, False, False]
 # Notes on CHECKPOINT_CAS and its variants:
 # * every data-modifying CTE joins ``cas``, so a lost CAS (zero rows) changes nothing;
 # * every parameter is typed (integers as int8) and never NULL: "none" is ``NO_VERSION`` (-1),
@@ -228,31 +240,6 @@ CHECKPOINT_CAS_PLAIN = Statement(
 #   to delete. Each variant does exactly what the full statement does with those values, but
 #   the server initialises and runs only the plan nodes the write needs: on a 2-core VM the
 #   executor start of the unused CTEs was about a fifth of the server's CPU per durable step.
-
-CHECKPOINT_CREATE = Statement(
-    "CHECKPOINT_CREATE",
-    "create a thread at version 1 unless it exists, under its run lease, with its first "
-    "checkpoint and message rows, releasing the lease when asked",
-    "INSERT",
-    _checkpoint_write(create=True, lease=True, prune=False),
-)
-CHECKPOINT_CREATE_PLAIN = Statement(
-    "CHECKPOINT_CREATE_PLAIN",
-    "CHECKPOINT_CREATE for a write made outside a run lease",
-    "INSERT",
-    _checkpoint_write(create=True, lease=False, prune=False),
-)
-
-#: The checkpoint write for ``(creates the thread, under a run lease, prunes)``: the store
-#: sends the variant holding only the CTEs a write needs (see the notes above).
-CHECKPOINT_WRITES: dict[tuple[bool, bool, bool], Statement] = {
-    (True, True, False): CHECKPOINT_CREATE,
-    (True, False, False): CHECKPOINT_CREATE_PLAIN,
-    (False, True, True): CHECKPOINT_CAS,
-    (False, False, True): CHECKPOINT_CAS_PRUNE,
-    (False, True, False): CHECKPOINT_CAS_LEASE,
-    (False, False, False): CHECKPOINT_CAS_PLAIN,
-}
 
 WRITE_CONFLICT_PROBE = Statement(
     "WRITE_CONFLICT_PROBE",

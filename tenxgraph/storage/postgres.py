@@ -9,8 +9,8 @@ operation is ONE statement, so one round trip and, for writes, one commit:
   the new message rows (``unnest`` of two arrays), and the pruning of old versions and
   unreachable message rows (a write outside a run lease, or with nothing to prune, sends a
   variant without those CTEs: :data:`tenxgraph.storage._sql.CHECKPOINT_WRITES`). Zero rows back
-  means the CAS lost; only then a second query tells
-  ``StaleStateError`` from forbidden access. Nothing of a losing write is ever visible;
+  means the CAS lost; only then a second query tells ``StaleStateError`` from forbidden
+  access. Nothing of a losing write is ever visible;
 * reads assemble a version's messages in the same statement that finds the version;
 * ``history`` is two statements whatever the number of versions.
 
@@ -151,8 +151,8 @@ _TUPLES_OK = ExecStatus.TUPLES_OK
 #: :func:`_adopt`); psycopg_pool keeps its own bookkeeping on pooled connections the same way.
 _CURSOR_ATTR = "_tenxgraph_cursor"
 
-#: PostgreSQL type of every parameter of the checkpoint writes (``CHECKPOINT_CAS``,
-#: ``CHECKPOINT_CREATE`` and their variants, ``_sql.CHECKPOINT_WRITES``), which go through libpq directly (:mod:`tenxgraph.storage._pq_exec`).
+#: PostgreSQL type of every parameter of the checkpoint writes (``_sql.CHECKPOINT_WRITES``),
+#: which go through libpq directly (:mod:`tenxgraph.storage._pq_exec`).
 _WRITE_KINDS: dict[str, str] = {
     "thread_id": "text",
     "owner": "text",
@@ -359,7 +359,6 @@ class PostgresStore:
         q = {name: text.encode() for name, text in texts.items()}
         self._q: dict[str, bytes] = q
         self._q_cas = q["CHECKPOINT_CAS"]
-        self._q_create = q["CHECKPOINT_CREATE"]
         # The checkpoint writes (one per durable step) skip psycopg's cursor: numbered and
         # typed once here, sent through libpq by tenxgraph.storage._pq_exec. Each write sends
         # the variant that holds only the CTEs it needs (_sql.CHECKPOINT_WRITES).
