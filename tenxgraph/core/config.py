@@ -73,7 +73,11 @@ KNOWN_KEYS: dict[str, Any] = {
     "_timestamp_auto": ...,
 }
 
+#: Longest ``thread_id`` and ``user_id``, in characters (at most 1,020 UTF-8 bytes): both are
+#: primary-key or index columns, and this keeps an index row of every backend far below
+#: PostgreSQL's btree limit (about 2,700 bytes; a longer key fails with SQLSTATE 54000).
 MAX_THREAD_ID_LEN = 255
+MAX_USER_ID_LEN = 255
 
 
 def _canon(key: str) -> str:
@@ -286,7 +290,8 @@ def normalize_config(
 
     Raises:
         ConfigError: ``CONFIG_001`` for a misspelt key (``context["did_you_mean"]``), an empty,
-            non-string or over-long ``thread_id`` (max 255 characters), an empty ``user_id``,
+            non-string or over-long ``thread_id`` (max 255 characters), an empty or over-long
+            ``user_id`` (max 255 characters),
             a ``thread_id`` or ``user_id`` holding NUL or a lone surrogate,
             a non-positive ``recursion_limit``, a non-numeric timeout, a non-bool
             ``durable_checkpoint_every_step``, an unknown ``multitask_strategy``; a ``configurable`` sub-dict (LangGraph's shape)
@@ -342,6 +347,11 @@ def normalize_config(
         )
     if isinstance(uid, bool) or not isinstance(uid, (str, int)) or not str(uid).strip():
         raise ConfigError("config['user_id'] must be a non-empty str", context={"key": "user_id"})
+    if len(str(uid)) > MAX_USER_ID_LEN:
+        raise ConfigError(
+            f"config['user_id'] is {len(str(uid))} characters; the limit is {MAX_USER_ID_LEN}",
+            context={"key": "user_id"},
+        )
     _check_text("user_id", str(uid))
     if str(uid) == "*":
         raise ConfigError(

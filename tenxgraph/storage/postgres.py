@@ -666,7 +666,10 @@ class PostgresStore:
                 "the server, or raise pool_config['max_size'] / ['timeout'], then retry",
                 context=context,
             )
-        if isinstance(exc, psycopg.OperationalError) or (
+        # By SQLSTATE class when the server sent one (psycopg files some permanent ones, such
+        # as 54000 program_limit_exceeded, under OperationalError); without one, an
+        # OperationalError is the connection's (lost, refused, timed out): transient.
+        if (sqlstate is None and isinstance(exc, psycopg.OperationalError)) or (
             sqlstate is not None and sqlstate[:2] in _TRANSIENT_CLASSES
         ):
             return TransientStorageError(

@@ -730,6 +730,10 @@ async def test_driver_errors_are_translated_by_sqlstate(store: PostgresStore) ->
         (psycopg.errors.QueryCanceled("x"), True),  # 57014
         (psycopg.OperationalError("server closed the connection unexpectedly"), True),
         (psycopg.errors.UniqueViolation("x"), False),  # 23505
+        # psycopg files 54000 (an index row too large ...) under OperationalError: the
+        # SQLSTATE class decides, so a retry loop never spins on it
+        (psycopg.errors.ProgramLimitExceeded("x"), False),  # 54000
+        (psycopg.errors.StatementTooComplex("x"), False),  # 54001
         (psycopg.errors.UndefinedTable("x"), False),  # 42P01
     ):
         out = store._translate(exc)

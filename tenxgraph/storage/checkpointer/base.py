@@ -860,12 +860,18 @@ class BaseCheckpointer(Generic[StateT]):
 
     async def aget_stop(self, config: dict[str, Any], since: float | None = None) -> bool:
         """Whether a stop is requested for the config's thread (at or after ``since``, UNIX
-        seconds, when given: a run passes its start time)."""
+        seconds, when given: a run passes its start time).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for an invalid ``thread_id`` or ``user_id`` (the same
+                validation as every other API).
+        """
         await self._ensure_setup()
+        key = self._key(config)
         if self.store is None:
-            at = self._custom_stops.get(self.key_for(config))
+            at = self._custom_stops.get(key)
             return at is not None and (since is None or at >= since)
-        return await self.store.get_stop(self.key_for(config), since)
+        return await self.store.get_stop(key, since)
 
     # -- public state API (10xGraph names) -------------------------------------------------------
     async def aget_state(
@@ -1327,6 +1333,10 @@ class BaseCheckpointer(Generic[StateT]):
 
         Returns:
             ``True`` when the message existed.
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread (also when the
+                message does not exist there).
         """
         from tenxgraph.core.state.reducers import replace_messages
 
@@ -1335,6 +1345,9 @@ class BaseCheckpointer(Generic[StateT]):
         key = self.key_for(cfg)
         prev = await self._base_for(cfg, key, self.state_class)
         if prev is None:
+            # Missing, or another user's thread (which reads as missing): the ledger probe
+            # refuses a non-owner, as every other write does.
+            await self.aledger_count(cfg)
             return False
         kept = [m for m in prev.state.context if m.message_id != message_id]
         if len(kept) == len(prev.state.context):
