@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tenxgraph.core._lease import RunLease
     from tenxgraph.records import ThreadKey
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
@@ -38,6 +39,8 @@ class RunContext:
         graph: the compiled graph being run (its ``context_manager``, ``callback_manager``).
         validated: the run's input user messages as the graph's input validators left them
             (copies, by ``message_id``); an ``Agent`` sends these instead of validating again.
+        lease: the thread's run lease while this run holds one (a multitask strategy or a
+            resume), else ``None``; ``ToolNode`` checks it before every tool call.
     """
 
     checkpointer: BaseCheckpointer[Any]
@@ -53,6 +56,7 @@ class RunContext:
     stream: bool = False
     graph: Any = None
     validated: dict[str | int, Any] = field(default_factory=dict)
+    lease: RunLease | None = None
 
 
 @dataclass(slots=True)
@@ -66,11 +70,16 @@ class ToolCallContext:
             digest of the call).
         interrupt_seq: ``interrupt()`` calls made so far by this tool call (count).
         timed_out: set when the call ran past its ``tool_timeout`` (for the tool metrics).
+        fence: the run lease's fencing token when the run holds a lease (checked just before
+            the call), else ``None``. Hand it to a downstream system that keeps the highest
+            token it has seen and refuses lower ones (Kleppmann's fencing tokens): a holder
+            whose lease lapsed can then not act there even if it is still running.
     """
 
     tool_call_id: str
     name: str
     call_key: str
+    fence: int | None = None
     interrupt_seq: int = 0
     timed_out: bool = False
 

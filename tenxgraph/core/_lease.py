@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import sniffio
 
-from tenxgraph.core.exceptions import ConfigError, TenxGraphError, ThreadBusyError
+from tenxgraph.core.exceptions import ConfigError, TenxGraphError, ThreadBusyError, lease_lost
 from tenxgraph.core.state.execution import ExecutionStatus
 
 if TYPE_CHECKING:
@@ -244,12 +244,15 @@ class RunLease:
         assert fence is not None
         while True:
             await asyncio.sleep(self.cp.lease_renew_s)
+            sent = time.monotonic()
             try:
                 ok = await self.cp.alease_renew(self.config, self.holder, fence)
             except TenxGraphError as exc:
                 log.warning("could not renew a run lease: %s", exc.error_code)
                 continue
-            if not ok:
+            if ok:
+                self._renewed_at = max(self._renewed_at, sent)
+            else:
                 # Another run took the thread over; this run's next checkpoint is refused.
                 self.lost = True
                 log.warning("a run lost its lease on a thread (it lapsed and was taken over)")
@@ -264,6 +267,45 @@ class RunLease:
         if now - self._renewed_at >= self.cp.lease_renew_s:
             self._renewed_at = now
             self.lost = not await self.cp.alease_renew(self.config, self.holder, self.fence)
+
+    async def check_held(self, expected_version: int) -> int | None:
+        """Confirm, before a side effect, that this run still holds its lease.
+
+        Free while the last confirmed grant or renewal is recent: the store's expiry is at
+        least ``lease_ttl_s`` after the moment the renewal was sent, so within
+        ``min(lease_ttl_s / 2, lease_ttl_s - lease_renew_s)`` of it (the margin covers clock
+        rate and network delay) no other run can hold the thread. Past that (the process was
+        paused, renewals failed) it renews now, one round trip, and refuses if that fails.
+
+        Args:
+            expected_version: the version this run last read or wrote (for the error).
+
+        Returns:
+            The fencing token (``None`` when the run holds no lease: nothing to check).
+
+        Raises:
+            StaleStateError: ``STORAGE_CONFLICT_000`` with ``context["fence"]`` when the lease
+                lapsed and was taken over (or cannot be confirmed): nothing may run.
+        """
+        fence = self.fence
+        if fence is None:
+            return None
+        cp = self.cp
+        if not self.lost:
+            now = time.monotonic()
+            window = min(cp.lease_ttl_s / 2, cp.lease_ttl_s - cp.lease_renew_s)
+            if now - self._renewed_at < window:
+                return fence
+            try:
+                ok = await cp.alease_renew(self.config, self.holder, fence)
+            except TenxGraphError as exc:
+                log.warning("could not confirm a run lease before a tool call: %s", exc.error_code)
+                ok = False
+            if ok:
+                self._renewed_at = max(self._renewed_at, now)
+                return fence
+            self.lost = True
+        raise lease_lost(self.key.thread_id, expected_version, fence)
 
     # -- releasing -------------------------------------------------------------------------------
     def released_by_write(self) -> None:

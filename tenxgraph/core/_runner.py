@@ -963,6 +963,7 @@ async def _take_lease(run: _Run, strategy: str) -> None:
     """Take the thread's run lease as ``strategy`` says, reading the thread in the same
     round trip: ``run.lease``, ``run.prev`` and ``run.state`` as :func:`_load` sets them."""
     run.lease = RunLease(run.cp, run.rc.raw, run.key, run.rc.run_id)
+    run.ctx.lease = run.lease  # ToolNode confirms it before each tool call
     with use_span(run.span):
         run.prev = await run.lease.take(strategy, run.graph.state_class)
     run.state = run.prev.state if run.prev is not None else run.graph.new_state()

@@ -486,12 +486,22 @@ def forbidden(thread_id: str) -> StorageError:
     )
 
 
-def stale(thread_id: str, expected: int, current: int | None) -> StaleStateError:
-    """Build a :class:`StaleStateError` with the documented context keys."""
+def stale(
+    thread_id: str, expected: int, current: int | None, fence: int | None = None
+) -> StaleStateError:
+    """Build a :class:`StaleStateError` with the documented context keys (``fence`` too when
+    the refused write was a lease holder's: whatever refused it, that holder lost the thread)."""
+    context: dict[str, Any] = {
+        "thread_id": thread_id,
+        "expected_version": expected,
+        "current_version": current,
+    }
+    if fence is not None:
+        context["fence"] = fence
     return StaleStateError(
         f"thread {thread_id!r} is at version {current}, this run expected {expected}; "
         "another run wrote first. Call again: the next read sees the winner's state",
-        context={"thread_id": thread_id, "expected_version": expected, "current_version": current},
+        context=context,
     )
 
 
@@ -507,6 +517,23 @@ def fence_lost(thread_id: str, expected: int, fence: int) -> StaleStateError:
             "thread_id": thread_id,
             "expected_version": expected,
             "current_version": expected,
+            "fence": fence,
+        },
+    )
+
+
+def lease_lost(thread_id: str, expected: int, fence: int) -> StaleStateError:
+    """Build the :class:`StaleStateError` of a run that found, before a tool call, that its
+    run lease lapsed (another run may hold the thread): the call is not made, and nothing
+    more of the run is written. ``current_version`` is ``None``: not read."""
+    return StaleStateError(
+        f"thread {thread_id!r}: this run's lease lapsed (fence {fence}) before a tool call, so "
+        "the call was not made and the run stops; another run may hold the thread. Call "
+        "again: the next run waits for the thread and reads the winner's state",
+        context={
+            "thread_id": thread_id,
+            "expected_version": expected,
+            "current_version": None,
             "fence": fence,
         },
     )

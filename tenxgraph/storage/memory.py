@@ -377,11 +377,11 @@ class MemoryStore:
         t = self._threads.get(w.thread_id)
         if t is None:
             if w.expected_version != 0:
-                raise stale(w.thread_id, w.expected_version, None)
+                raise stale(w.thread_id, w.expected_version, None, w.fence)
         elif t.owner != w.user_id:
             raise forbidden(w.thread_id)
         elif t.latest != w.expected_version:
-            raise stale(w.thread_id, w.expected_version, t.latest)
+            raise stale(w.thread_id, w.expected_version, t.latest, w.fence)
         if w.fence is not None and not self._leases.fence_ok(w.thread_id, w.fence):
             # Another run took the lease since this one did: refused like a lost CAS.
             raise fence_lost(w.thread_id, w.expected_version, w.fence)

@@ -1066,12 +1066,12 @@ class PostgresStore:
                     break
                 return False
             if current is None:  # the thread was deleted meanwhile: this write cannot apply
-                raise stale(w.thread_id, w.expected_version, None)
+                raise stale(w.thread_id, w.expected_version, None, w.fence)
             if current is not None and current > w.expected_version:
                 # Another write holds the version this one would have created: a real conflict
                 # (or this write committed and was pruned since: then unknown).
                 if w.history_limit is None or current - w.history_limit < w.expected_version + 1:
-                    raise stale(w.thread_id, w.expected_version, current)
+                    raise stale(w.thread_id, w.expected_version, current, w.fence)
             break
         else:
             cause = probe_error if isinstance(probe_error, TransientStorageError) else cause
@@ -1102,7 +1102,7 @@ class PostgresStore:
         if w.fence is not None and (current or 0) == w.expected_version:
             # The version did not move: the fence condition refused the write.
             return fence_lost(w.thread_id, w.expected_version, w.fence)
-        return stale(w.thread_id, w.expected_version, current)
+        return stale(w.thread_id, w.expected_version, current, w.fence)
 
     async def read(
         self, key: ThreadKey, version: int | None = None, *, with_messages: bool = True

@@ -520,7 +520,9 @@ class SqliteStore:
                 row = conn.execute(q.THREAD_OWNER_VERSION, (w.thread_id,)).fetchone()
                 if row is not None and row[0] != w.user_id:
                     raise forbidden(w.thread_id)
-                raise stale(w.thread_id, w.expected_version, None if row is None else row[1])
+                raise stale(
+                    w.thread_id, w.expected_version, None if row is None else row[1], w.fence
+                )
             if w.fence is not None and not _lease_sqlite.fence_ok(conn, w.thread_id, w.fence):
                 # Another run took the lease since this one did: refused like a lost CAS (the
                 # transaction rolls back, so nothing of ``w`` is stored).

@@ -16,6 +16,8 @@ JSON of ``graph_backends.Backend.spec()``, its ``kwargs`` passed to the checkpoi
   file ``BLOCK`` exists (the parent kills or stops the process meanwhile). Prints the outcome.
 * ``resume STRATEGY``: ``invoke(None)`` on the thread with the ``hold`` graph (no blocking, as
   ``BLOCK`` is gone). Prints the outcome and the seconds it took.
+* ``pay GATE STRATEGY``: one run of ``model -> tools``; a tool callback waits while ``GATE``
+  exists just before ``pay`` runs; ``pay`` logs ``"pay <pid> <fence>"``. Prints the outcome.
 * ``answer GO``: waits for the file ``GO``, then answers the thread's ``interrupt()`` with
   ``{"resume": "yes"}`` (the ``ask`` graph). Prints the outcome.
 """
@@ -120,6 +122,47 @@ def asking(checkpointer: Any, effects: str | Path) -> CompiledGraph:
     return g.compile(checkpointer=checkpointer)
 
 
+def paying(checkpointer: Any, effects: str | Path, gate: str | Path) -> CompiledGraph:
+    """``model -> tools -> END``: ``model`` asks for one call of ``pay`` (id ``call-1``);
+    a before-invoke tool callback logs ``"gate <pid>"``, then waits while ``gate`` exists
+    (the moment between the ledger miss and the call, where a paused holder is caught);
+    ``pay`` logs ``"pay <pid> <fence>"``: one line per side effect performed."""
+    from tenxgraph.core._context import current_tool_call
+    from tenxgraph.core.graph import ToolNode
+    from tenxgraph.core.state import ToolCallBlock
+    from tenxgraph.utils.callbacks import CallbackManager, InvocationType
+
+    def model(state: AgentState) -> Message:
+        if any(m.role == "tool" for m in state.context):
+            return Message.text_message("done", role="assistant", message_id="m-done")
+        return Message(
+            role="assistant",
+            message_id="m-call",
+            content=[ToolCallBlock(id="call-1", name="pay", args={"amount": 5})],
+        )
+
+    def pay(amount: int) -> str:
+        ctx = current_tool_call()
+        log_line(effects, f"pay {os.getpid()} {None if ctx is None else ctx.fence}")
+        return f"paid {amount}"
+
+    def hold(context: Any, data: Any) -> Any:
+        log_line(effects, f"gate {os.getpid()}")
+        while os.path.exists(gate):
+            time.sleep(0.02)
+        return data
+
+    cbm = CallbackManager()
+    cbm.register_before_invoke(InvocationType.TOOL, hold)
+    g = StateGraph()
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([pay]))
+    g.set_entry_point("model")
+    g.add_edge("model", "tools")
+    g.add_edge("tools", END)
+    return g.compile(checkpointer=checkpointer, callback_manager=cbm)
+
+
 def _outcome(fn: Any) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
@@ -169,6 +212,20 @@ def main(argv: list[str]) -> int:
             block, strategy = args[0], (None if args[1] == "none" else args[1])
             app = holding(cp, effects, block)
             msg = Message.text_message("hold", message_id="u-hold")
+            print(
+                json.dumps(
+                    _outcome(
+                        lambda: app.invoke(
+                            {"messages": [msg]}, {**cfg, "multitask_strategy": strategy}
+                        )
+                    )
+                ),
+                flush=True,
+            )
+        elif mode == "pay":
+            gate, strategy = args[0], (None if args[1] == "none" else args[1])
+            app = paying(cp, effects, gate)
+            msg = Message.text_message("pay 5", message_id="u-pay")
             print(
                 json.dumps(
                     _outcome(

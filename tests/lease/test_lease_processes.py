@@ -215,6 +215,54 @@ def test_a_holder_stopped_past_its_lease_cannot_commit_with_its_stale_fence(
     assert [n for n, _ in read_effects(effects)].count("first") == 1
 
 
+@only("sqlite", "postgres")
+def test_a_holder_paused_past_its_lease_makes_no_tool_call_after_it(
+    sync_backend: Backend, tmp_path: Path
+) -> None:
+    """Issue 29: a holder stopped (SIGSTOP) longer than its lease between the ledger miss and
+    its tool call, while another run takes the thread over and makes the call: once woken, it
+    makes no call (20 of 20 tries, on several threads at once) and fails with the fence."""
+    spec = json.dumps(sync_backend.spec(**KEEP_ALL, **TIMING))
+    tries = 20 if sync_backend.kind == "postgres" else 4
+    effects = [tmp_path / f"effects-{i}.log" for i in range(tries)]
+    gates = [tmp_path / f"gate-{i}" for i in range(tries)]
+    for g in gates:
+        g.touch()
+    holders = [
+        spawn("pay", spec, f"t{i}", str(effects[i]), str(gates[i]), "enqueue") for i in range(tries)
+    ]
+    for i in range(tries):
+        wait_for(lambda i=i: any(n == "gate" for n, *_ in read_effects(effects[i])), 60)
+    for h in holders:
+        h.send_signal(signal.SIGSTOP)
+    try:
+        for g in gates:
+            g.unlink()  # each holder would make its call at once, if it could run
+        time.sleep(TIMING["lease_ttl_s"] * 1.5)  # their leases lapse: they cannot renew
+        takers = [
+            spawn("pay", spec, f"t{i}", str(effects[i]), str(tmp_path / "no-gate"), "enqueue")
+            for i in range(tries)
+        ]
+        outs = [finish(t) for t in takers]
+    finally:
+        for h in holders:
+            h.send_signal(signal.SIGCONT)
+    assert all(o.get("ok") is True for o in outs), outs
+    for i, h in enumerate(holders):
+        out = finish(h)
+        assert out["error"] == "STORAGE_CONFLICT_000", out
+        assert isinstance(out["context"].get("fence"), int), out
+        lines = read_effects(effects[i])
+        pays = [line for line in lines if line[0] == "pay"]
+        # exactly one call was made, by the run that took the thread over, with its fence
+        assert [p[1] for p in pays] == [str(takers[i].pid)], lines
+        assert int(pays[0][2]) > out["context"]["fence"]
+        cp = sync_backend.new(**KEEP_ALL)
+        state = cp.get_state({"thread_id": f"t{i}"})
+        assert [m.role for m in state.context] == ["user", "assistant", "tool"]
+        assert state.context[2].text() == "paid 5"
+
+
 # -- racing resumers ----------------------------------------------------------------------------
 @only("sqlite", "postgres", "postgres+redis")
 def test_two_racing_resumers_of_one_interrupt_run_the_node_once(

@@ -666,6 +666,11 @@ class ToolNode:
             kwargs["emit"] = _emitter(call, config)
         if spec.di:
             kwargs.update(_services(spec))
+        # The last thing before the tool runs: a run whose lease lapsed stops here.
+        fence = await _fence_before_call(current_run())
+        tool_ctx = _TOOL_CALL.get()
+        if tool_ctx is not None:
+            tool_ctx.fence = fence
         scope: anyio.CancelScope | None = None
         try:
             with anyio.fail_after(timeout_s) as scope:
@@ -923,6 +928,21 @@ def _emitter(call: ToolCallBlock, config: dict[str, Any]) -> Any:
         sink,
         run.step if run is not None else 0,
     )
+
+
+async def _fence_before_call(run: RunContext | None) -> int | None:
+    """The run lease's fencing token, confirmed just before a tool call (issue 29: a run
+    whose lease lapsed, e.g. a process paused longer than ``lease_ttl_s`` while another run
+    took the thread over, must not make a call the new holder makes too). Free while the
+    lease was renewed recently; see ``RunLease.check_held``. ``None`` without a lease.
+
+    Raises:
+        StaleStateError: ``STORAGE_CONFLICT_000`` with ``context["fence"]`` when the lease
+            lapsed: the call is not made.
+    """
+    if run is None or run.lease is None:
+        return None
+    return await run.lease.check_held(int(run.config.get("_checkpoint_version") or 0))
 
 
 async def _live(
