@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,7 +37,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import reducers_of
 from tenxgraph.core.state.execution import UNFINISHED, ExecutionStatus
-from tenxgraph.core.state.message_block import ToolCallBlock
+from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
 from tenxgraph.core.state.reducers import MessageList, add_messages, replace_messages
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
 from tenxgraph.runtime.publisher.events import Event, EventType
@@ -60,6 +61,7 @@ from ._lease import RunLease, rollback_target, strategy_of
 from ._publish import publish_event
 from ._run_metrics import node_finished
 from .graph.node import call_with_params
+from .graph.tool_node import pending_tool_calls
 
 if TYPE_CHECKING:
     from tenxgraph.records import Loaded
@@ -808,6 +810,11 @@ async def _run_body(
             meta = run.state.execution_meta
         elif meta.status == ExecutionStatus.STOPPED:
             skip_unfinished = True
+        if meta.status == ExecutionStatus.STOPPED:
+            # The stopped run may have stopped between its model's tool calls and their tool
+            # node: answer those calls before this run's input goes after them.
+            await _answer_stopped_calls(run, strategy or "interrupt")
+            meta = run.state.execution_meta
 
     # 0. Idempotent turns: an input made of messages that a run of this thread already consumed
     # (by message_id) is a client's retry; it gets that run's result, the graph does not run
@@ -967,6 +974,43 @@ async def _take_lease(run: _Run, strategy: str) -> None:
     with use_span(run.span):
         run.prev = await run.lease.take(strategy, run.graph.state_class)
     run.state = run.prev.state if run.prev is not None else run.graph.new_state()
+
+
+#: Text of the result that answers a call a stopped run left unanswered.
+STOPPED_CALL_TEXT = (
+    "Error: not run: the run that made this call was stopped by a newer run on the thread "
+    "(multitask_strategy {strategy!r}) before its tools ran."
+)
+
+
+async def _answer_stopped_calls(run: _Run, strategy: str) -> None:
+    """Give every tool call that a run stopped by ``interrupt`` / ``rollback`` left without a
+    result (it stopped at the boundary between its model node and its tool node) a tool
+    message saying it was not run, in one checkpoint, before the new run's input: the thread
+    never holds an assistant tool call without its result, which OpenAI-style APIs refuse.
+    The tool node never ran for them, so no side effect is lost; the message ids are derived
+    from the call, so the stand-ins are the same whoever writes them."""
+    state = run.state
+    assert state is not None
+    assistant, calls = pending_tool_calls(state.context)
+    if assistant is None or not calls:
+        return
+    text = STOPPED_CALL_TEXT.format(strategy=strategy)
+    answers = [
+        Message(
+            role="tool",
+            message_id=str(
+                uuid.uuid5(uuid.NAMESPACE_URL, f"stopped:{assistant.message_id}:{c.id}")
+            ),
+            content=[ToolResultBlock(tool_call_id=c.id, content=text, is_error=True)],
+            tool_call_id=c.id,
+        )
+        for c in calls
+    ]
+    new_state, _ = apply_update(state, {"context": answers})
+    run.may_release = False  # this write does not end the run
+    await run.commit(new_state)
+    run.may_release = True
 
 
 def _resumes(graph: CompiledGraph[Any], meta: Any, has_new_input: bool, has_resume: bool) -> bool:
