@@ -43,6 +43,13 @@ What a ``ToolNode`` does when the graph runs it:
    its side effect (a timed-out payment may have gone through). To retry, the model issues a
    new call (a new assistant message, hence a new ``call_key``).
 
+   **Replays after time travel.** A rewound or forked thread (docs/how-to/time-travel.md) that
+   replays a call is answered by the ledger like any replay (a fork starts with a copy of its
+   source's ledger). ``config["replay_tools"] = True`` asks for re-execution instead: the key
+   becomes ``f"{call_key}:replay:{run_id}"``, a new idempotency key per run, so the tool runs
+   again once (and a crash-replay inside that run is still a ledger hit); the tool sees the
+   new key in ``current_tool_call().call_key``.
+
    A sync tool that times out keeps running in its worker thread (threads cannot be killed);
    its late result is discarded. Exceptions that define ``_tenxgraph_propagate = True`` (the
    runtime's control-flow signals) are not turned into messages but re-raised.
@@ -469,6 +476,10 @@ class ToolNode:
         run: RunContext | None,
     ) -> _Outcome:
         key = call_key_for(assistant.message_id, call)
+        if config.get("replay_tools") is True:
+            # An explicit re-execution (time travel): a new idempotency key per run, so the
+            # call runs again once and a replay of this run's node still hits the ledger.
+            key = f"{key}:replay:{config.get('run_id') or ''}"
         spec = self._tools.get(call.name)
         attrs = {ATTR.TOOL_NAME: call.name, ATTR.TOOL_CALL_ID: call.id}
         checkpointer = run.checkpointer if run is not None else None
