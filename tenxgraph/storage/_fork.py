@@ -26,6 +26,7 @@ __all__ = [
     "ORIGIN_KEY",
     "clip_ranges",
     "origin_of",
+    "restamp",
     "target_exists",
     "version_missing",
     "with_origin",
@@ -52,6 +53,32 @@ def with_origin(values: bytes, origin: dict[str, Any]) -> bytes:
     if not body.endswith(b"}") or body == b"{}":
         return orjson.dumps({**orjson.loads(body or b"{}"), ORIGIN_KEY: origin})
     return body[:-1] + b"," + _ORIGIN_NEEDLE + b":" + orjson.dumps(origin) + b"}"
+
+
+def restamp(values: bytes | memoryview, token: str, origin: dict[str, Any]) -> bytes:
+    """A stored version's ``values`` made into a new version's: the write token replaced by
+    ``token`` (``serde.WRITE_TOKEN_KEY``) and ``origin`` recorded under :data:`ORIGIN_KEY`.
+    Every other key is kept as stored, including fields the reader's state class does not
+    declare, so a rewind or fork by a tool that does not know the application's state class
+    (the ``tenxgraph threads`` CLI) loses nothing. Values are JSON: re-encoding them is exact.
+
+    Raises:
+        SerializationError: ``STORAGE_SERIALIZATION_000`` when the stored values are not a JSON
+            object (a damaged row).
+    """
+    from tenxgraph.storage import serde
+
+    data = orjson.loads(bytes(values))
+    if not isinstance(data, dict):
+        from tenxgraph.core.exceptions import SerializationError
+
+        raise SerializationError(
+            "the stored values of the version are not a JSON object; the row is damaged",
+            context={"path": "$", "type": type(data).__name__},
+        )
+    data[serde.WRITE_TOKEN_KEY] = token
+    data[ORIGIN_KEY] = origin
+    return orjson.dumps(data)
 
 
 def origin_of(values: bytes | memoryview) -> dict[str, Any] | None:

@@ -222,3 +222,16 @@ async def test_fork_with_update_and_refused_targets(backend: Backend) -> None:
     with pytest.raises(StorageError) as err:
         await app.afork(dict(cfg), 5, "tt-mallory")
     assert err.value.error_code == "STORAGE_FORBIDDEN_001"
+
+
+async def test_a_reader_without_the_state_class_loses_no_field(backend: Backend) -> None:
+    """The CLI rewinds and forks with plain ``AgentState``: the stored values are kept as they
+    are, fields it does not know included."""
+    app, _, cp = await run_agent(backend, "tt-cls")
+    cfg = {"thread_id": "tt-cls"}
+    v7 = dump(await app.aget_state(dict(cfg), version=7))
+    assert v7["steps"] == 4
+    await cp.arewind(dict(cfg), 7, AgentState)
+    await cp.afork(dict(cfg), 7, "tt-cls-fork", state_cls=AgentState)
+    assert dump(await app.aget_state(dict(cfg))) == v7
+    assert dump(await app.aget_state({"thread_id": "tt-cls-fork"})) == v7

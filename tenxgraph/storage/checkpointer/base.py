@@ -1640,18 +1640,22 @@ class BaseCheckpointer(Generic[StateT]):
             SerializationError: ``STORAGE_SERIALIZATION_000`` when its stored data cannot be
                 decoded.
         """
+        rec = await self._read_version(self._key(config), version)
+        return self._decode(rec, state_cls or self.state_class)
+
+    async def _read_version(self, key: ThreadKey, version: int) -> StoredCheckpoint:
+        """The stored record of kept version ``version`` (``version_missing`` when not)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(
                 f"version must be a positive int, got {version!r}", context={"field": "version"}
             )
         await self._ensure_setup()
-        key = self._key(config)
         store = self._tier("aload_version")
         rec = await store.read(key, version)
         if rec is None:
             kept = await store.kept_versions(key)
             raise _fork.version_missing(key.thread_id, version, *(kept or (None, None)))
-        return self._decode(rec, state_cls or self.state_class)
+        return rec
 
     async def arewind(
         self, config: dict[str, Any], to_version: int, state_cls: type[AgentState] | None = None
@@ -1672,7 +1676,8 @@ class BaseCheckpointer(Generic[StateT]):
         normalize_config(config, new_run=False)
         key = self.key_for(config)
         store = self._tier("arewind")
-        target = await self.aload_version(config, to_version, state_cls)
+        rec = await self._read_version(key, to_version)
+        target = self._decode(rec, state_cls or self.state_class)
         expected = config.get("_checkpoint_version")
         head = await store.read(
             key, None if expected is None else int(expected), with_messages=False
@@ -1681,12 +1686,11 @@ class BaseCheckpointer(Generic[StateT]):
             raise stale(key.thread_id, int(expected or 0), await store.current_version(key))
         state = target.state
         token = f"rewind:{to_version}:{os.urandom(16).hex()}"
-        values = serde.encode_values(state, token=token)
         w = CheckpointWrite(
             thread_id=key.thread_id,
             user_id=key.user_id,
             expected_version=head.version,
-            values=_fork.with_origin(values, {"op": "rewind", "version": to_version}),
+            values=_fork.restamp(rec.values, token, {"op": "rewind", "version": to_version}),
             new_messages=[],
             ranges=target.view.ranges,
             next_seq=max(head.next_seq, target.view.next_seq),
@@ -1735,12 +1739,18 @@ class BaseCheckpointer(Generic[StateT]):
         store = self._tier("afork")
         if dst.thread_id == key.thread_id:
             raise _fork.target_exists(dst.thread_id, config.get("_checkpoint_version"))
-        base = await self.aload_version(config, at_version, state_cls)
+        rec = await self._read_version(key, at_version)
+        base = self._decode(rec, state_cls or self.state_class)
         state = base.state if edit is None else edit(base.state)
         w, view = self.build_write(dst, state, base)
         w.expected_version, w.base_created_at = 0, None
         origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
-        w.values = _fork.with_origin(w.values, origin)
+        # Unedited, the stored values are kept as they are (fields the state class does not
+        # declare included); an edit is encoded from the edited state.
+        if edit is None:
+            w.values = _fork.restamp(rec.values, w.token, origin)
+        else:
+            w.values = _fork.with_origin(w.values, origin)
         copy = _fork.clip_ranges(w.ranges, base.view.next_seq)
         meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
         forked = store.fork(key, at_version, w, copy, meta)
