@@ -263,7 +263,8 @@ async def _travel(cp: Any, args: argparse.Namespace, cfg: dict[str, Any], user: 
             loaded = await cp.arewind(cfg, args.version)
             done = {"thread_id": args.thread_id, "rewound_to": args.version}
         else:
-            loaded = await cp.afork(cfg, args.version, args.to)
+            fork_cfg = await cp.afork(cfg, args.version, args.to)
+            loaded = await cp.aload_version(fork_cfg, 1)
             done = {"thread_id": args.to, "forked_from": {"thread_id": args.thread_id}}
             done["forked_from"]["version"] = args.version
     except StorageError as exc:

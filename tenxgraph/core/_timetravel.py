@@ -81,11 +81,11 @@ async def afork(
     at_version: int,
     to_thread_id: str,
     update: Any = None,
-) -> AgentState:
+) -> dict[str, Any]:
     """Create thread ``to_thread_id`` from kept version ``at_version`` of the config's thread,
-    with ``update`` applied as ``update_state`` would (see ``BaseCheckpointer.afork``)."""
+    with ``update`` applied as ``update_state`` would (see ``BaseCheckpointer.afork``); returns
+    the fork's config."""
     cfg = dict(config or {})
-    loaded = await app.checkpointer.afork(
+    return await app.checkpointer.afork(
         cfg, at_version, to_thread_id, state_cls=app.state_class, edit=edit_for(update)
     )
-    return loaded.state

@@ -91,10 +91,10 @@ async def test_read_rewind_and_fork_at_every_kept_version(backend: Backend) -> N
     for snap in history:
         want = dump(snap.state)
         assert dump(await app.aget_state(dict(cfg), version=snap.version)) == want
-        forked = await app.afork(dict(cfg), snap.version, f"tt-all-fork-{snap.version}")
-        assert dump(forked) == want
-        fork_cfg = {"thread_id": f"tt-all-fork-{snap.version}"}
+        fork_cfg = await app.afork(dict(cfg), snap.version, f"tt-all-fork-{snap.version}")
+        assert fork_cfg == {"thread_id": f"tt-all-fork-{snap.version}", "user_id": "anonymous"}
         assert dump(await peer.aget_state(dict(fork_cfg))) == want
+        assert dump(await app.aget_state(dict(fork_cfg))) == want
         info = await cp.aget_thread(fork_cfg)
         assert info is not None and info.metadata["forked_from"] == {
             "thread_id": "tt-all",
@@ -201,14 +201,21 @@ async def test_pruned_versions_name_the_oldest_kept(backend: Backend) -> None:
 
 
 async def test_fork_with_update_and_refused_targets(backend: Backend) -> None:
-    app, _, _ = await run_agent(backend, "tt-edit")
+    app, executed, cp = await run_agent(backend, "tt-edit")
     cfg = {"thread_id": "tt-edit"}
     v5 = await app.aget_state(dict(cfg), version=5)
     note = Message.text_message("try x=7 instead", message_id="u-edit")
-    forked = await app.afork(dict(cfg), 5, "tt-edit-b", update={"messages": [note], "steps": 42})
+    fork_cfg = await app.afork(dict(cfg), 5, "tt-edit-b", update={"messages": [note], "steps": 42})
+    forked = await app.aget_state(fork_cfg)
     assert [m.message_id for m in forked.context] == [m.message_id for m in v5.context] + ["u-edit"]
     assert forked.steps == 42
-    assert dump(await app.aget_state({"thread_id": "tt-edit-b"})) == dump(forked)
+    # A fresh reader (the peer's own caches) sees the same, and the fork continues from it.
+    assert dump(await agent_graph(backend.peer(cp), []).aget_state(fork_cfg)) == dump(forked)
+    # A new input first finishes the fork's unfinished run (its tool calls from the ledger).
+    await app.ainvoke({"messages": [Message.text_message("go on", message_id="u-3")]}, fork_cfg)
+    after = [m.text() for m in (await app.aget_state(fork_cfg)).context]
+    assert after[-2:] == ["sum done after 10", "go on"] and "try x=7 instead" in after
+    assert executed == list(range(CALLS))
     assert dump(await app.aget_state(dict(cfg), version=5)) == dump(v5)
     with pytest.raises(StaleStateError):  # the target exists
         await app.afork(dict(cfg), 5, "tt-edit-b")

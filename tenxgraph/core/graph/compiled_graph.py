@@ -522,16 +522,17 @@ class CompiledGraph(Generic[StateT]):
         at_version: int,
         to_thread_id: str,
         update: dict[str, Any] | Any = None,
-    ) -> AgentState:
+    ) -> dict[str, Any]:
         """Create thread ``to_thread_id`` (same user) whose first version is kept version
         ``at_version`` of the config's thread, with ``update`` applied as ``update_state``
         applies values (through each field's reducer) in the same write. Message rows are
-        copied inside the store, not re-encoded; the fork starts with a copy of the source's
-        tool ledger; its metadata and version 1 record ``forked_from``. The source thread is
-        never changed.
+        copied inside the store, never re-encoded (without ``update`` not even read); the fork
+        starts with a copy of the source's tool ledger; its metadata and version 1 record
+        ``forked_from``. The source thread is never changed.
 
         Returns:
-            The fork's first state; continue it with ``{"thread_id": to_thread_id, ...}``.
+            The fork's config (``{"thread_id": to_thread_id, "user_id": ...}``, the caller's
+            user): pass it to ``ainvoke`` to continue the fork.
 
         Raises:
             ConfigError: ``CONFIG_001`` for an invalid ``to_thread_id``.
@@ -548,7 +549,7 @@ class CompiledGraph(Generic[StateT]):
         at_version: int,
         to_thread_id: str,
         update: dict[str, Any] | Any = None,
-    ) -> AgentState:
+    ) -> dict[str, Any]:
         """Sync twin of :meth:`afork`."""
         return run_sync(
             self.afork,

@@ -1643,7 +1643,9 @@ class BaseCheckpointer(Generic[StateT]):
         rec = await self._read_version(self._key(config), version)
         return self._decode(rec, state_cls or self.state_class)
 
-    async def _read_version(self, key: ThreadKey, version: int) -> StoredCheckpoint:
+    async def _read_version(
+        self, key: ThreadKey, version: int, *, with_messages: bool = True
+    ) -> StoredCheckpoint:
         """The stored record of kept version ``version`` (``version_missing`` when not)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(
@@ -1651,7 +1653,7 @@ class BaseCheckpointer(Generic[StateT]):
             )
         await self._ensure_setup()
         store = self._tier("aload_version")
-        rec = await store.read(key, version)
+        rec = await store.read(key, version, with_messages=with_messages)
         if rec is None:
             kept = await store.kept_versions(key)
             raise _fork.version_missing(key.thread_id, version, *(kept or (None, None)))
@@ -1702,7 +1704,9 @@ class BaseCheckpointer(Generic[StateT]):
             decoded=(state.context, target.view.length),
         )
         view = DurableView(state.context, target.view.length, w.ranges, w.next_seq)
-        return await self._write_travel(config, key, store.write(w), state, view)
+        written = await self._write_travel(store.write(w), key)
+        config["_checkpoint_version"] = written.version
+        return await self._adopt(key, written, state, view)
 
     async def afork(
         self,
@@ -1712,16 +1716,20 @@ class BaseCheckpointer(Generic[StateT]):
         *,
         state_cls: type[AgentState] | None = None,
         edit: Callable[[AgentState], AgentState] | None = None,
-    ) -> Loaded:
+    ) -> dict[str, Any]:
         """Create thread ``to_thread_id`` (same user) whose version 1 is kept version
-        ``at_version`` of the config's thread, edited by ``edit`` when given. The message rows
-        are copied inside the store (one ``INSERT ... SELECT`` on SQLite and Postgres), only
-        messages the edit added or changed are encoded; the source's ledger rows are copied
-        (a replayed tool call is answered as on the source); the fork's metadata and version
-        record ``forked_from`` (thread and version). The source is not changed.
+        ``at_version`` of the config's thread, edited by ``edit`` when given.
+
+        The message rows are copied inside the store (one ``INSERT ... SELECT`` on SQLite and
+        Postgres; shared bytes in memory): without ``edit`` no message is read, decoded or
+        encoded by this process (the version's metadata only), with ``edit`` the version is
+        decoded and only the messages the edit added or changed are encoded. The source's
+        ledger rows are copied (a replayed tool call is answered as on the source); the
+        fork's metadata and version record ``forked_from`` (thread and version). The source
+        is not changed.
 
         Returns:
-            The fork's version 1 (``state``, ``version == 1``).
+            The fork's config: ``{"thread_id": to_thread_id, "user_id": the caller's}``.
 
         Raises:
             ConfigError: ``CONFIG_001`` for an invalid ``to_thread_id``.
@@ -1732,40 +1740,52 @@ class BaseCheckpointer(Generic[StateT]):
         """
         normalize_config(config, new_run=False)
         key = self.key_for(config)
-        dst_cfg = {k: v for k, v in config.items() if not k.startswith("_")}
-        dst_cfg["thread_id"] = to_thread_id
+        out: dict[str, Any] = {"thread_id": to_thread_id, "user_id": config["user_id"]}
+        dst_cfg = dict(out)
         normalize_config(dst_cfg, new_run=False)
+        out["thread_id"] = dst_cfg["thread_id"]
         dst = self.key_for(dst_cfg)
         store = self._tier("afork")
         if dst.thread_id == key.thread_id:
             raise _fork.target_exists(dst.thread_id, config.get("_checkpoint_version"))
-        rec = await self._read_version(key, at_version)
+        origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
+        meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
+        rec = await self._read_version(key, at_version, with_messages=edit is not None)
+        if edit is None:
+            # The stored values are kept as they are (fields the state class does not declare
+            # included); the rows are the version's own.
+            token = f"fork:{key.thread_id}:{at_version}:{os.urandom(16).hex()}"
+            w = CheckpointWrite(
+                thread_id=dst.thread_id,
+                user_id=dst.user_id,
+                expected_version=0,
+                values=_fork.restamp(rec.values, token, origin),
+                new_messages=[],
+                ranges=rec.ranges,
+                next_seq=rec.next_seq,
+                status=rec.status,
+                history_limit=None,
+                created_at=time.time(),
+                token=token,
+            )
+            await self._write_travel(store.fork(key, at_version, w, rec.ranges, meta), dst)
+            self._remember(dst, None)
+            return out
         base = self._decode(rec, state_cls or self.state_class)
-        state = base.state if edit is None else edit(base.state)
+        state = edit(base.state)
         w, view = self.build_write(dst, state, base)
         w.expected_version, w.base_created_at = 0, None
-        origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
-        # Unedited, the stored values are kept as they are (fields the state class does not
-        # declare included); an edit is encoded from the edited state.
-        if edit is None:
-            w.values = _fork.restamp(rec.values, w.token, origin)
-        else:
-            w.values = _fork.with_origin(w.values, origin)
+        w.values = _fork.with_origin(w.values, origin)
         copy = _fork.clip_ranges(w.ranges, base.view.next_seq)
-        meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
-        forked = store.fork(key, at_version, w, copy, meta)
-        return await self._write_travel(dst_cfg, dst, forked, state, view)
+        forked = await self._write_travel(store.fork(key, at_version, w, copy, meta), dst)
+        await self._adopt(dst, forked, state, view)
+        return out
 
     async def _write_travel(
-        self,
-        config: dict[str, Any],
-        key: ThreadKey,
-        write: Awaitable[StoredCheckpoint],
-        state: AgentState,
-        view: DurableView,
-    ) -> Loaded:
-        """Await a rewind's or fork's store write; on success remember and return the new
-        head (``config["_checkpoint_version"]`` set), on a conflict forget the thread."""
+        self, write: Awaitable[StoredCheckpoint], key: ThreadKey
+    ) -> StoredCheckpoint:
+        """Await a rewind's or fork's store write (counted as a checkpoint); a conflict is
+        counted and the thread forgotten."""
         try:
             rec = await write
         except StorageError as exc:
@@ -1774,10 +1794,16 @@ class BaseCheckpointer(Generic[StateT]):
                 self._remember(key, None)
             raise
         self._ckpt_counter.add(1, self._metric_attrs)
+        return rec
+
+    async def _adopt(
+        self, key: ThreadKey, rec: StoredCheckpoint, state: AgentState, view: DurableView
+    ) -> Loaded:
+        """Remember a time-travel write's new head, with its decoded messages attached to the
+        in-process cache tier (as ``acommit`` does)."""
         attach = getattr(self.store, "attach_decoded", None) if rec.decoded is None else None
         if attach is not None:
             await attach(key, rec.version, (view.messages, view.length))
-        config["_checkpoint_version"] = rec.version
         loaded = Loaded(state=state, version=rec.version, view=view, created_at=rec.created_at)
         self._remember(key, loaded)
         return loaded
