@@ -1750,7 +1750,7 @@ class BaseCheckpointer(Generic[StateT]):
             raise _fork.target_exists(dst.thread_id, config.get("_checkpoint_version"))
         origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
         meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
-        rec = await self._read_version(key, at_version, with_messages=edit is not None)
+        rec = await self._read_version(key, at_version, with_messages=False)
         if edit is None:
             # The stored values are kept as they are (fields the state class does not declare
             # included); the rows are the version's own.
@@ -1771,7 +1771,14 @@ class BaseCheckpointer(Generic[StateT]):
             await self._write_travel(store.fork(key, at_version, w, rec.ranges, meta), dst)
             self._remember(dst, None)
             return out
-        base = self._decode(rec, state_cls or self.state_class)
+        # The head (the usual fork point) comes decoded from the in-process tier when warm;
+        # another version is read with its messages and decoded.
+        head = await self.aload(dict(config), state_cls)
+        if head is not None and head.version == at_version and head.created_at == rec.created_at:
+            base = head
+        else:
+            full = await self._read_version(key, at_version)
+            base = self._decode(full, state_cls or self.state_class)
         state = edit(base.state)
         w, view = self.build_write(dst, state, base)
         w.expected_version, w.base_created_at = 0, None
