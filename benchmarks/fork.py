@@ -47,10 +47,7 @@ from _workload import build_lg_graph, build_tx_graph, lg_history_input, tx_histo
 
 def _row(name: str, ms: list[float], cpu: list[float], wal: int | None, exact: bool) -> str:
     wal_text = "-" if wal is None else f"{'' if exact else '~'}{wal:,}"
-    return (
-        f"| {name} | {statistics.median(ms):.1f} | {statistics.median(cpu):.1f} | "
-        f"{wal_text} |"
-    )
+    return f"| {name} | {statistics.median(ms):.1f} | {statistics.median(cpu):.1f} | {wal_text} |"
 
 
 def _wal(meter: WalMeter, start: str, end: str, n: int) -> tuple[int, bool]:

@@ -66,6 +66,10 @@ class ToolCallContext:
             digest of the call).
         interrupt_seq: ``interrupt()`` calls made so far by this tool call (count).
         timed_out: set when the call ran past its ``tool_timeout`` (for the tool metrics).
+        idempotency_key: the key to pass downstream: ``tool_call_id``, or, when the run asked
+            for re-execution of replayed calls (``config["replay_tools"]``, time travel), a new
+            key per run (``f"{tool_call_id}:replay:{run_id}"``); ``""`` is read as
+            ``tool_call_id``.
     """
 
     tool_call_id: str
@@ -73,6 +77,7 @@ class ToolCallContext:
     call_key: str
     interrupt_seq: int = 0
     timed_out: bool = False
+    idempotency_key: str = ""
 
 
 _RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
