@@ -235,6 +235,11 @@ async def test_fork_with_update_and_refused_targets(backend: Backend) -> None:
     with pytest.raises(StorageError) as err:
         await app.afork(dict(cfg), 5, "tt-mallory")
     assert err.value.error_code == "STORAGE_FORBIDDEN_001"
+    with pytest.raises(StorageError) as err:  # rewinding another user's thread is a write
+        await app.arewind({**cfg, "user_id": "mallory"}, 5)
+    assert err.value.error_code == "STORAGE_FORBIDDEN_001"
+    with pytest.raises(ResourceNotFoundError):  # reading it finds nothing
+        await app.aget_state({**cfg, "user_id": "mallory"}, version=5)
 
 
 async def test_a_reader_without_the_state_class_loses_no_field(backend: Backend) -> None:

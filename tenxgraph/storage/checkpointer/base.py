@@ -1673,12 +1673,19 @@ class BaseCheckpointer(Generic[StateT]):
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``to_version`` is not kept.
             StaleStateError: ``STORAGE_CONFLICT_000`` when the thread moved past the head the
                 caller read (a concurrent rewind or run won); nothing was written.
-            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread (a read of it,
+                ``aload_version``, finds nothing instead).
         """
         normalize_config(config, new_run=False)
         key = self.key_for(config)
         store = self._tier("arewind")
-        rec = await self._read_version(key, to_version)
+        try:
+            rec = await self._read_version(key, to_version)
+        except ResourceNotFoundError:
+            # Another user's thread reads as missing, but a write to it is refused as
+            # forbidden (DESIGN 3): the ledger lookup checks ownership and reads nothing.
+            await store.ledger_get(key, "")
+            raise
         target = self._decode(rec, state_cls or self.state_class)
         expected = config.get("_checkpoint_version")
         head = await store.read(
@@ -1696,7 +1703,7 @@ class BaseCheckpointer(Generic[StateT]):
             new_messages=[],
             ranges=target.view.ranges,
             next_seq=max(head.next_seq, target.view.next_seq),
-            status=str(getattr(state.execution_meta, "status", "running")),
+            status=rec.status,
             history_limit=self.state_history_limit,
             created_at=time.time(),
             token=token,
