@@ -191,7 +191,9 @@ def test_threads_rewind_and_fork(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     bob = ["threads", "fork", "t", "--version", "2", "--to", "t3", "--db", db, "--yes"]
     assert main([*bob, "--user", "bob"]) == EXIT_MISMATCH  # another user's thread is missing
-    capsys.readouterr()
+    rewind_bob = ["threads", "rewind", "t", "--version", "1", "--db", db, "--yes", "--user", "bob"]
+    assert main(rewind_bob) == EXIT_MISMATCH
+    assert "not found" in capsys.readouterr().err
     assert main(["threads", "history", "t", *base]) == EXIT_OK
     out = capsys.readouterr().out
     assert "(rewind to v1)" in out.splitlines()[1]

@@ -268,9 +268,13 @@ async def _travel(cp: Any, args: argparse.Namespace, cfg: dict[str, Any], user: 
             done = {"thread_id": args.to, "forked_from": {"thread_id": args.thread_id}}
             done["forked_from"]["version"] = args.version
     except StorageError as exc:
-        if exc.error_code == "STORAGE_FORBIDDEN_001":
-            return _not_found(args)
-        if exc.error_code in ("STORAGE_NOT_FOUND_000", "STORAGE_CONFLICT_000"):
+        if exc.error_code == "STORAGE_FORBIDDEN_001" and args.action == "rewind":
+            return _not_found(args)  # another user's thread, as delete reports it
+        if exc.error_code in (
+            "STORAGE_NOT_FOUND_000",
+            "STORAGE_CONFLICT_000",
+            "STORAGE_FORBIDDEN_001",  # a fork's target owned by another user
+        ):
             raise CliError(exc.message, EXIT_MISMATCH) from None
         raise
     done.update(user_id=user, version=loaded.version, messages=len(loaded.state.context))
