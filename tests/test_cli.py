@@ -64,6 +64,8 @@ def _small_data(tmp_path: Path, n: int) -> Path:
         ["threads", "show"],
         ["threads", "history"],
         ["threads", "delete"],
+        ["threads", "rewind"],
+        ["threads", "fork"],
         ["demo"],
         ["replay"],
     ],
@@ -157,6 +159,47 @@ def test_threads_list_show_history_delete_respect_the_user(tmp_path, capsys):
     capsys.readouterr()
     assert main(["threads", "list", "--db", db, "--user", "alice", "--json"]) == EXIT_OK
     assert {t["thread_id"] for t in json.loads(capsys.readouterr().out)} == {"a-2"}
+
+
+def test_threads_rewind_and_fork(tmp_path, capsys):
+    from tenxgraph.core.graph import StateGraph
+    from tenxgraph.core.state import Message
+    from tenxgraph.storage.checkpointer import SqliteCheckpointer
+    from tenxgraph.utils import END
+
+    db = str(tmp_path / "travel.sqlite")
+    g = StateGraph()
+    g.add_node("MAIN", lambda state: "hello " + state.context[-1].text())
+    g.add_edge("MAIN", END)
+    g.set_entry_point("MAIN")
+    app = g.compile(checkpointer=SqliteCheckpointer(db))
+    for text in ("one", "two", "three"):
+        app.invoke({"messages": [Message.text_message(text)]}, {"thread_id": "t", "user_id": "al"})
+    app.close()
+    capsys.readouterr()
+    base = ["--db", db, "--user", "al"]
+    assert main(["threads", "rewind", "t", "--version", "1", *base]) == EXIT_USAGE  # no --yes
+    assert main(["threads", "rewind", "t", "--version", "1", *base, "--yes"]) == EXIT_OK
+    assert "version 4 written, equal to version 1" in capsys.readouterr().out
+    assert main(["threads", "rewind", "t", "--version", "9", *base, "--yes"]) == EXIT_MISMATCH
+    assert "its versions run from 1 to 4" in capsys.readouterr().err
+    argv = ["threads", "fork", "t", "--version", "2", "--to", "t2", *base, "--yes", "--json"]
+    assert main(argv) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["forked_from"] == {"thread_id": "t", "version": 2} and out["messages"] == 4
+    assert main(argv) == EXIT_MISMATCH  # the target exists
+    assert "already exists" in capsys.readouterr().err
+    bob = ["threads", "fork", "t", "--version", "2", "--to", "t3", "--db", db, "--yes"]
+    assert main([*bob, "--user", "bob"]) == EXIT_MISMATCH  # another user's thread is missing
+    rewind_bob = ["threads", "rewind", "t", "--version", "1", "--db", db, "--yes", "--user", "bob"]
+    assert main(rewind_bob) == EXIT_MISMATCH
+    assert "not found" in capsys.readouterr().err
+    assert main(["threads", "history", "t", *base]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "(rewind to v1)" in out.splitlines()[1]
+    assert main(["threads", "history", "t2", *base, "--json"]) == EXIT_OK
+    hist = json.loads(capsys.readouterr().out)
+    assert hist[0]["origin"] == {"op": "fork", "thread_id": "t", "version": 2}
 
 
 def test_setup_on_sqlite(tmp_path, capsys):

@@ -4,6 +4,7 @@
 
     tenxgraph setup --dsn postgresql://...            create or migrate the schema
     tenxgraph threads list|show|history|delete ...    inspect threads, one user's scope at a time
+    tenxgraph threads rewind|fork ... --yes           time travel (docs/how-to/time-travel.md)
     tenxgraph demo [--db FILE | --dsn ... --redis-url ...]
     tenxgraph replay DATA --workers N [--dsn ... --redis-url ...] [--kill-rate R]
 
@@ -67,6 +68,9 @@ __all__ = [
     "main",
 ]
 
+#: ``threads`` actions that write: each refuses to run without ``--yes``.
+_WRITES = frozenset({"delete", "rewind", "fork"})
+
 _EXIT_CODES_HELP = """\
 exit codes (every failure is one line on stderr):
   0  ok
@@ -121,10 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "threads",
-        help="list, show, history or delete threads of one user",
+        help="list, show, history, delete, rewind or fork threads of one user",
         description="Operator view of threads. Every action sees only the threads of --user "
         "(default 'anonymous'), exactly as the application does, unless --all-users asks for "
-        "the admin scope. Never creates or migrates tables (tenxgraph setup does); only delete writes.",
+        "the admin scope. Never creates or migrates tables (tenxgraph setup does); only delete, "
+        "rewind and fork write (each asks for --yes).",
         epilog=_EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -135,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("show", "a thread's current messages"),
         ("history", "a thread's kept versions, newest first"),
         ("delete", "delete a thread (every version, message and ledger row)"),
+        ("rewind", "write a new head equal to a kept version (history keeps everything)"),
+        ("fork", "copy a kept version into a new thread of the same user"),
     ):
         a = tsub.add_parser(
             name,
@@ -177,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
             )
         if name == "delete":
             a.add_argument("--yes", action="store_true", help="really delete")
+        if name in ("rewind", "fork"):  # time travel (docs/how-to/time-travel.md)
+            a.add_argument(
+                "--version", type=_positive_int, required=True, help="the kept version to use"
+            )
+            if name == "fork":
+                a.add_argument("--to", required=True, metavar="THREAD_ID", help="the new thread")
+            a.add_argument("--yes", action="store_true", help=f"really {name} (it writes)")
 
     d = sub.add_parser(
         "demo",
@@ -275,8 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if args.command == "setup" and not args.dsn and not args.db:
         parser.error("setup needs --dsn (Postgres) or --db (SQLite file)")
-    if args.command == "threads" and args.action == "delete" and not args.yes:
-        print("tenxgraph threads delete: refusing to delete without --yes", file=sys.stderr)
+    if args.command == "threads" and args.action in _WRITES and not args.yes:
+        act = args.action
+        print(f"tenxgraph threads {act}: refusing to {act} without --yes", file=sys.stderr)
         return EXIT_USAGE
     name = f"tenxgraph {args.command}" + (f" {args.action}" if args.command == "threads" else "")
     try:

@@ -202,6 +202,15 @@ class _SkippedRows(logging.Handler):
         logging.getLogger("tenxgraph.storage").removeHandler(self)
 
 
+def _origin_note(origin: dict[str, Any] | None) -> str:
+    """What a history row adds for a version written by a rewind or a fork."""
+    if not origin:
+        return ""
+    if origin.get("op") == "fork":
+        return f"  (fork of {safe(str(origin.get('thread_id')))} v{origin.get('version')})"
+    return f"  (rewind to v{origin.get('version')})"
+
+
 def _history_table(snaps: list[Any]) -> None:
     """Print a thread's versions as a table that fits the terminal (narrower status and node
     columns, then a compact time, then no time on narrow terminals)."""
@@ -233,7 +242,55 @@ def _history_table(snaps: list[Any]) -> None:
                 str(len(snap.state.context)),
                 _fmt_time(snap.created_at, time_fmt),
             )
+            + _origin_note(snap.origin)
         )
+
+
+async def _travel(cp: Any, args: argparse.Namespace, cfg: dict[str, Any], user: str) -> int:
+    """``threads rewind`` / ``threads fork`` (docs/how-to/time-travel.md): refused without
+    ``--yes``; a version that is not kept exits 1 naming the oldest kept one, a fork target
+    that exists (or a rewind that lost to a concurrent writer) exits 1 too. The write prunes
+    no version."""
+    from tenxgraph.core.exceptions import StorageError
+
+    if not args.yes:
+        raise CliError(f"refusing to {args.action} without --yes", 2)
+    # The command does not know the application's state_history_limit: its write prunes
+    # nothing (the application's next checkpoint prunes to its own limit).
+    cp.state_history_limit = None
+    try:
+        if args.action == "rewind":
+            loaded = await cp.arewind(cfg, args.version)
+            done = {"thread_id": args.thread_id, "rewound_to": args.version}
+        else:
+            fork_cfg = await cp.afork(cfg, args.version, args.to)
+            loaded = await cp.aload_version(fork_cfg, 1)
+            done = {"thread_id": args.to, "forked_from": {"thread_id": args.thread_id}}
+            done["forked_from"]["version"] = args.version
+    except StorageError as exc:
+        if exc.error_code == "STORAGE_FORBIDDEN_001" and args.action == "rewind":
+            return _not_found(args)  # another user's thread, as delete reports it
+        if exc.error_code in (
+            "STORAGE_NOT_FOUND_000",
+            "STORAGE_CONFLICT_000",
+            "STORAGE_FORBIDDEN_001",  # a fork's target owned by another user
+        ):
+            raise CliError(exc.message, EXIT_MISMATCH) from None
+        raise
+    done.update(user_id=user, version=loaded.version, messages=len(loaded.state.context))
+    if args.json:
+        _print_json(done)
+    elif args.action == "rewind":
+        print(
+            f"thread {safe(args.thread_id)}: version {loaded.version} written, equal to "
+            f"version {args.version} ({done['messages']} messages)"
+        )
+    else:
+        print(
+            f"thread {safe(args.to)} created from version {args.version} of "
+            f"{safe(args.thread_id)} ({done['messages']} messages)"
+        )
+    return EXIT_OK
 
 
 async def _owner_of(cp: Any, thread_id: str) -> str | None:
@@ -348,6 +405,7 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
                             "next_node": s.next_node,
                             "messages": len(s.state.context),
                             "created_at": s.created_at,
+                            "origin": s.origin,
                         }
                         for s in snaps
                     ]
@@ -373,6 +431,8 @@ async def _cmd_threads(args: argparse.Namespace) -> int:
             else:
                 print(f"deleted thread {args.thread_id!r} (every version, message and ledger row)")
             return EXIT_OK
+        if args.action in ("rewind", "fork"):
+            return await _travel(cp, args, cfg, user)
         raise CliError(f"unknown action {args.action!r}", 2)
     finally:
         await cp.aclose()

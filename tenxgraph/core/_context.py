@@ -74,6 +74,10 @@ class ToolCallContext:
             the call), else ``None``. Hand it to a downstream system that keeps the highest
             token it has seen and refuses lower ones (Kleppmann's fencing tokens): a holder
             whose lease lapsed can then not act there even if it is still running.
+        idempotency_key: the key to pass downstream: ``tool_call_id``, or, when the run asked
+            for re-execution of replayed calls (``config["replay_tools"]``, time travel), a new
+            key per run (``f"{tool_call_id}:replay:{run_id}"``); ``""`` is read as
+            ``tool_call_id``.
     """
 
     tool_call_id: str
@@ -82,6 +86,7 @@ class ToolCallContext:
     fence: int | None = None
     interrupt_seq: int = 0
     timed_out: bool = False
+    idempotency_key: str = ""
 
 
 _RUN: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(

@@ -67,6 +67,7 @@ KNOWN_KEYS: dict[str, Any] = {
     "node_timeout": 900.0,
     "tool_timeout": 300.0,
     "multitask_strategy": None,
+    "replay_tools": False,
     "_checkpoint_version": ...,
     "_run_id_auto": ...,
     "timestamp": ...,
@@ -392,6 +393,12 @@ def normalize_config(
         raise ConfigError(
             "config['durable_checkpoint_every_step'] must be True or False",
             context={"key": "durable_checkpoint_every_step"},
+        )
+    if not isinstance(config.get("replay_tools", False), bool):
+        raise ConfigError(
+            "config['replay_tools'] must be True or False (True re-executes tool calls a "
+            "rewound or forked run replays, under a new idempotency key)",
+            context={"key": "replay_tools"},
         )
     _check_timeout_value(config, "node_timeout")
     _check_timeout_value(config, "tool_timeout")

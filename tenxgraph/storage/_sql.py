@@ -51,9 +51,11 @@ __all__ = [
     "CREATE_SCHEMA",
     "CURRENT_VERSION",
     "DELETE_THREAD",
+    "FORK",
     "GET_STOP",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
+    "KEPT_VERSIONS",
     "LEASE_ACQUIRE",
     "LEASE_PEEK",
     "LEASE_READ",
@@ -622,6 +624,77 @@ SELECT t.owner = %(owner)b,
 """,
 )
 
+# -- time travel (tenxgraph.storage._fork) ------------------------------------------------------
+
+KEPT_VERSIONS = Statement(
+    "KEPT_VERSIONS",
+    "the oldest kept and the latest version of an owned thread (no row: missing or not owned)",
+    "SELECT",
+    """
+SELECT min(c.version), max(c.version)
+  FROM {threads} AS t
+  JOIN {checkpoints} AS c ON c.thread_id = %(thread_id)b
+ WHERE t.thread_id = %(thread_id)b AND t.owner = %(owner)b
+ GROUP BY t.thread_id
+""",
+)
+
+FORK = Statement(
+    "FORK",
+    "fork a kept version of an owned thread into a new thread of the same owner: its thread "
+    "row and version 1, the source's message rows of that version copied by one INSERT ... "
+    "SELECT under the same seqs, the fork's own new rows, the source's ledger rows; say whether "
+    "the source version was found, whether the fork was created, the rows copied, and the "
+    "existing target's owner check and version",
+    "INSERT",
+    """
+WITH src AS (
+    SELECT c.version
+      FROM {threads} AS t
+      JOIN {checkpoints} AS c
+        ON c.thread_id = %(src_thread_id)b AND c.version = %(src_version)b::int8
+     WHERE t.thread_id = %(src_thread_id)b AND t.owner = %(owner)b
+       FOR SHARE OF c
+), created AS (
+    INSERT INTO {threads} (thread_id, owner, version, status, created_at, updated_at, metadata)
+    SELECT %(thread_id)b, %(owner)b, 1, %(status)b, %(created_at)b, %(created_at)b,
+           %(metadata)b
+      FROM src
+        ON CONFLICT (thread_id) DO NOTHING
+ RETURNING version
+), new_checkpoint AS (
+    INSERT INTO {checkpoints}
+           (thread_id, version, "values", ranges, min_seq, next_seq, status, created_at)
+    SELECT %(thread_id)b, 1, %(values)b, %(ranges)b::int8[], %(min_seq)b, %(next_seq)b,
+           %(status)b, %(created_at)b
+      FROM created
+), copied AS (
+    INSERT INTO {messages} (thread_id, seq, data)
+    SELECT %(thread_id)b, m.seq, m.data
+      FROM created
+     CROSS JOIN unnest(%(copy_starts)b::int8[], %(copy_ends)b::int8[]) AS r(s, e)
+      JOIN {messages} AS m
+        ON m.thread_id = %(src_thread_id)b AND m.seq >= r.s AND m.seq < r.e
+ RETURNING 1
+), new_messages AS (
+    INSERT INTO {messages} (thread_id, seq, data)
+    SELECT %(thread_id)b, m.seq, m.data
+      FROM created, unnest(%(seqs)b::int8[], %(datas)b::bytea[]) AS m(seq, data)
+), ledger AS (
+    INSERT INTO {tool_executions}
+           (thread_id, call_key, tool_call_id, tool_name, result, created_at)
+    SELECT %(thread_id)b, e.call_key, e.tool_call_id, e.tool_name, e.result, e.created_at
+      FROM created CROSS JOIN {tool_executions} AS e
+     WHERE e.thread_id = %(src_thread_id)b
+)
+SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM created),
+       (SELECT count(*) FROM copied),
+       (SELECT owner = %(owner)b FROM {threads} WHERE thread_id = %(thread_id)b),
+       (SELECT version FROM {threads} WHERE thread_id = %(thread_id)b)
+""",
+)
+
+
 # -- setup and migrations -----------------------------------------------------------------------
 
 SCHEMA_EXISTS = Statement(
@@ -758,6 +831,8 @@ ALL_STATEMENTS: dict[str, Statement] = {
         LEDGER_PUT,
         LEDGER_GET,
         LEDGER_COUNT,
+        KEPT_VERSIONS,
+        FORK,
         SCHEMA_EXISTS,
         TABLE_EXISTS,
         TABLE_LAYOUT,

@@ -342,3 +342,36 @@ KV_KEYS = (
 )
 #: Parameters: now.
 KV_PURGE_EXPIRED = "DELETE FROM cache_values WHERE expires_at IS NOT NULL AND expires_at <= ?"
+
+# -- time travel (tenxgraph.storage._fork; one BEGIN IMMEDIATE transaction per fork) -------------
+#: ``(oldest kept, latest)`` version of an owned thread (NULLs when missing or not owned).
+KEPT_VERSIONS = (
+    "SELECT MIN(c.version), MAX(c.version)"
+    " FROM threads AS h JOIN checkpoints AS c ON c.thread_id = h.thread_id"
+    " WHERE h.thread_id = ? AND h.owner = ?"
+)
+#: A row when version ``?3`` of the thread ``?1`` owned by ``?2`` is kept.
+VERSION_KEPT = (
+    "SELECT 1 FROM threads AS h JOIN checkpoints AS c ON c.thread_id = h.thread_id"
+    " WHERE h.thread_id = ?1 AND h.owner = ?2 AND c.version = ?3"
+)
+#: Create the fork's thread at version 1 with its metadata; no row changed = it exists.
+FORK_THREAD = (
+    "INSERT INTO threads (thread_id, owner, version, status, created_at, updated_at, metadata)"
+    " VALUES (?, ?, 1, ?, ?, ?, ?)"
+    " ON CONFLICT (thread_id) DO NOTHING"
+)
+#: Copy the source's message rows of a range list (``?2``: JSON text ``[[start, end], ...]``)
+#: from thread ``?3`` into thread ``?1`` under the same seqs: one statement, no decoding.
+FORK_COPY_MESSAGES = (
+    "INSERT INTO messages (thread_id, seq, data)"
+    " SELECT ?1, m.seq, m.data FROM json_each(?2) AS r"
+    " JOIN messages AS m ON m.thread_id = ?3"
+    " AND m.seq >= json_extract(r.value, '$[0]') AND m.seq < json_extract(r.value, '$[1]')"
+)
+#: Copy every ledger row of thread ``?2`` into thread ``?1``.
+FORK_COPY_LEDGER = (
+    "INSERT INTO tool_executions (thread_id, call_key, tool_call_id, tool_name, result,"
+    " created_at) SELECT ?1, call_key, tool_call_id, tool_name, result, created_at"
+    " FROM tool_executions WHERE thread_id = ?2"
+)

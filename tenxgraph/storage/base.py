@@ -24,6 +24,7 @@ from tenxgraph.records import (
     CheckpointWrite,
     LeaseGrant,
     LedgerEntry,
+    Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
@@ -256,6 +257,27 @@ class StoreTier(Protocol):
     async def get_stop(self, key: ThreadKey, since: float | None = None) -> bool:
         """Whether the caller has a stop request for the thread, made at or after ``since``
         (UNIX seconds) when given; ``False`` when another user owns the thread."""
+        ...
+
+    async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
+        """``(oldest kept, latest)`` version of the thread, or ``None`` when missing or not
+        owned (time travel, :mod:`tenxgraph.storage._fork`)."""
+        ...
+
+    async def fork(
+        self,
+        src: ThreadKey,
+        version: int,
+        w: CheckpointWrite,
+        copy: tuple[Range, ...],
+        metadata: bytes,
+    ) -> StoredCheckpoint:
+        """Create thread ``w.thread_id`` (expected version 0) at version 1 from ``w`` in one
+        atomic step: the rows of ``copy`` copied from kept version ``version`` of ``src``
+        inside the store (same seqs, never decoded), ``w.new_messages`` added, ``src``'s
+        ledger rows copied, ``metadata`` (encoded JSON object) as its thread metadata. Raises
+        ``ResourceNotFoundError`` when the source version is not kept, ``StaleStateError``
+        when the target exists, forbidden when another user owns the target."""
         ...
 
 

@@ -52,6 +52,7 @@ from tenxgraph.records import (
     CheckpointWrite,
     LeaseGrant,
     LedgerEntry,
+    Range,
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
@@ -470,6 +471,30 @@ class LayeredStore:
         return existed
 
     # ------------------------------------------------------------------ delegated
+
+    async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
+        """The source's ``(oldest kept, latest)`` version of the thread (or ``None``)."""
+        return await self.source.kept_versions(key)
+
+    async def fork(
+        self,
+        src: ThreadKey,
+        version: int,
+        w: CheckpointWrite,
+        copy: tuple[Range, ...],
+        metadata: bytes,
+    ) -> StoredCheckpoint:
+        """Fork in the source (see ``StoreTier.fork``), then drop whatever the cache tiers
+        hold under the new thread's id (a thread of that id deleted earlier); the fork's
+        first read fills them.
+
+        Raises:
+            As ``StoreTier.fork``; nothing changes in the caches when the source refuses.
+        """
+        rec = await self.source.fork(src, version, w, copy, metadata)
+        if self.caches:
+            await self._invalidate_all(ThreadKey(w.thread_id, w.user_id), "forked")
+        return rec
 
     async def list_threads(
         self, user_id: str, *, limit: int | None = None, offset: int = 0

@@ -660,6 +660,61 @@ class MemoryStore:
             requested_at = self._stops.get(key.thread_id, {}).get(key.user_id)
             return requested_at is not None and (since is None or requested_at >= since)
 
+    # -- time travel (tenxgraph.storage._fork) ------------------------------------------------
+    async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
+        """``(oldest kept, latest)`` version of the thread, or ``None`` when missing or owned
+        by another user."""
+        await checkpoint()
+        with self._lock:
+            t = self._owned(key)
+            return None if t is None else (t.first_kept, t.latest)
+
+    async def fork(
+        self,
+        src: ThreadKey,
+        version: int,
+        w: CheckpointWrite,
+        copy: tuple[Range, ...],
+        metadata: bytes,
+    ) -> StoredCheckpoint:
+        """Create thread ``w.thread_id`` at version 1 from ``w``, sharing the message rows of
+        ``copy`` (seq ranges of version ``version`` of ``src``) and copying ``src``'s ledger
+        entries; ``w.new_messages`` are the fork's own new rows, ``metadata`` (encoded JSON
+        object) its thread metadata. All or nothing.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``src`` (for its owner) or
+                its version ``version`` is not kept (``context["oldest_kept"]``).
+            StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``w.thread_id`` exists.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``w.thread_id``.
+        """
+        from tenxgraph.storage._fork import target_exists, version_missing
+
+        await checkpoint()
+        with self._lock:
+            s = self._owned(src)
+            if s is None or version not in s.versions:
+                kept = None if s is None else (s.first_kept, s.latest)
+                raise version_missing(src.thread_id, version, *(kept or (None, None)))
+            t = self._threads.get(w.thread_id)
+            if t is not None:
+                if t.owner != w.user_id:
+                    raise forbidden(w.thread_id)
+                raise target_exists(w.thread_id, t.latest)
+            t = _Thread(owner=w.user_id, created_at=w.created_at, updated_at=w.created_at)
+            src_rows = s.rows
+            t.rows = {seq: src_rows[seq] for a, b in copy for seq in range(a, b)}
+            t.rows.update((seq, bytes(data)) for seq, data in w.new_messages)
+            t.versions[1] = _Version(
+                bytes(w.values), tuple(w.ranges), w.next_seq, w.status, w.created_at
+            )
+            t.window.append((1, min_seq_of(tuple(w.ranges), w.next_seq)))
+            t.latest, t.status = 1, w.status
+            t.ledger = dict(s.ledger)  # entries are never mutated in place
+            t.metadata = bytes(metadata)
+            self._threads[w.thread_id] = t
+        return w.to_record(None)
+
 
 def ledger_missing_thread(key: ThreadKey, entry: LedgerEntry) -> LedgerWriteError:
     """The ``STORAGE_LEDGER_001`` error for a ledger write on a thread without a checkpoint.

@@ -1602,6 +1602,77 @@ class PostgresStore:
             raise forbidden(key.thread_id)
         return int(count)
 
+    # -- time travel (tenxgraph.storage._fork) ---------------------------------------------------
+    async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
+        """``(oldest kept, latest)`` version of the thread (one statement), or ``None`` when
+        missing or owned by another user.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["KEPT_VERSIONS"], {"thread_id": key.thread_id, "owner": key.user_id}
+        )
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    async def fork(
+        self,
+        src: ThreadKey,
+        version: int,
+        w: CheckpointWrite,
+        copy: tuple[Range, ...],
+        metadata: bytes,
+    ) -> StoredCheckpoint:
+        """Create thread ``w.thread_id`` at version 1 from ``w``: one statement (``FORK``), one
+        commit. The message rows of ``copy`` (seq ranges of version ``version`` of ``src``)
+        are copied inside the server by one ``INSERT ... SELECT`` under the same seqs (the
+        source version's row is locked ``FOR SHARE`` meanwhile, so pruning cannot take its
+        rows away), ``w.new_messages`` inserted, ``src``'s ledger rows copied, ``metadata``
+        (encoded JSON object) stored as the fork's thread metadata.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``src`` (for its owner) or
+                its version ``version`` is not kept (``context["oldest_kept"]``).
+            StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``w.thread_id`` exists.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``w.thread_id``.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure (the fork
+                was created entirely or not at all).
+        """
+        from tenxgraph.storage._fork import target_exists, version_missing
+
+        msgs = w.new_messages
+        params: dict[str, Any] = {
+            "src_thread_id": src.thread_id,
+            "src_version": BigInt(version),
+            "thread_id": w.thread_id,
+            "owner": w.user_id,
+            "status": w.status,
+            "created_at": float(w.created_at),
+            "metadata": bytes(metadata),
+            "values": w.values,
+            "ranges": Int8Array([x for r in w.ranges for x in r]),
+            "min_seq": BigInt(min_seq_of(w.ranges, w.next_seq)),
+            "next_seq": BigInt(w.next_seq),
+            "copy_starts": Int8Array([s for s, _ in copy]),
+            "copy_ends": Int8Array([e for _, e in copy]),
+            "seqs": Int8Array([s for s, _ in msgs]),
+            "datas": ByteaArray([d for _, d in msgs]),
+        }
+        attrs = self._span_attrs(_sql.FORK.operation, w.thread_id)
+        attrs[ATTR.VERSION] = 1
+        attrs[ATTR.MESSAGES_WRITTEN] = len(msgs)
+        with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs):
+            rows = await self._fetch(self._q["FORK"], params, retry_dead=False)
+        found, created, _copied, owned, current = rows[0]
+        if created:
+            return w.to_record(None)
+        if not found:
+            kept = await self.kept_versions(src)
+            raise version_missing(src.thread_id, version, *(kept or (None, None)))
+        if owned is False:
+            raise forbidden(w.thread_id)
+        raise target_exists(w.thread_id, current)
+
 
 # -- helpers --------------------------------------------------------------------------------------
 

@@ -1018,3 +1018,93 @@ class SqliteStore:
             return [r[0] for r in rows]
 
         return await self._run(keys)
+
+    # -- time travel (tenxgraph.storage._fork) ---------------------------------------------------
+    async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
+        """``(oldest kept, latest)`` version of the thread, or ``None`` when missing or owned
+        by another user."""
+
+        def kept(conn: sqlite3.Connection) -> tuple[int, int] | None:
+            row = conn.execute(q.KEPT_VERSIONS, (key.thread_id, key.user_id)).fetchone()
+            return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
+
+        return await self._run(kept)
+
+    async def fork(
+        self,
+        src: ThreadKey,
+        version: int,
+        w: CheckpointWrite,
+        copy: tuple[Range, ...],
+        metadata: bytes,
+    ) -> StoredCheckpoint:
+        """Create thread ``w.thread_id`` at version 1 from ``w`` in one transaction: the message
+        rows of ``copy`` (seq ranges of version ``version`` of ``src``) copied by one
+        ``INSERT ... SELECT``, ``w.new_messages`` inserted, ``src``'s ledger rows copied by
+        another, ``metadata`` (encoded JSON object) as the thread's metadata.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``src`` (for its owner) or
+                its version ``version`` is not kept (``context["oldest_kept"]``).
+            StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``w.thread_id`` exists.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``w.thread_id``.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the database stayed locked.
+        """
+        attrs = self._span_attrs("INSERT", w.thread_id)
+        if attrs is not None:
+            attrs[ATTR.VERSION] = 1
+            attrs[ATTR.MESSAGES_WRITTEN] = len(w.new_messages)
+        with span(SPAN.CHECKPOINT_WRITE, SpanKind.CLIENT, attrs):
+            await self._run(self._fork_sync, src, version, w, copy, bytes(metadata).decode())
+        return w.to_record(None)
+
+    def _fork_sync(
+        self,
+        conn: sqlite3.Connection,
+        src: ThreadKey,
+        version: int,
+        w: CheckpointWrite,
+        copy: tuple[Range, ...],
+        metadata: str,
+    ) -> None:
+        from tenxgraph.storage._fork import target_exists, version_missing
+
+        with self._transaction(conn, q.BEGIN_WRITE):
+            if (
+                conn.execute(q.VERSION_KEPT, (src.thread_id, src.user_id, version)).fetchone()
+                is None
+            ):
+                row = conn.execute(q.KEPT_VERSIONS, (src.thread_id, src.user_id)).fetchone()
+                raise version_missing(src.thread_id, version, row[0], row[1])
+            created = conn.execute(
+                q.FORK_THREAD,
+                (w.thread_id, w.user_id, w.status, w.created_at, w.created_at, metadata),
+            )
+            if created.rowcount != 1:
+                row = conn.execute(q.THREAD_OWNER_VERSION, (w.thread_id,)).fetchone()
+                if row is not None and row[0] != w.user_id:
+                    raise forbidden(w.thread_id)
+                raise target_exists(w.thread_id, None if row is None else row[1])
+            conn.execute(
+                q.INSERT_CHECKPOINT,
+                (
+                    w.thread_id,
+                    1,
+                    bytes(w.values),
+                    _ranges_to_json(w.ranges),
+                    w.next_seq,
+                    min_seq_of(w.ranges, w.next_seq),
+                    w.status,
+                    w.created_at,
+                ),
+            )
+            if copy:
+                conn.execute(
+                    q.FORK_COPY_MESSAGES, (w.thread_id, _ranges_to_json(copy), src.thread_id)
+                )
+            if w.new_messages:
+                conn.executemany(
+                    q.INSERT_MESSAGE,
+                    [(w.thread_id, seq, bytes(data)) for seq, data in w.new_messages],
+                )
+            conn.execute(q.FORK_COPY_LEDGER, (w.thread_id, src.thread_id))

@@ -78,6 +78,12 @@ SAMPLE: dict[str, Any] = {
     "known_version": 1,
     "known_created_at": 1.0,
     "delta_ok": True,
+    # FORK names two threads (source and fork): the same id here, so a plan that prunes each
+    # side to its thread's partition touches exactly one partition.
+    "src_thread_id": "explain-thread",
+    "src_version": 1,
+    "copy_starts": [1],
+    "copy_ends": [3],
     # the run lease (tenxgraph.storage._lease_sql): a fence is given so that the fenced branch
     # of the checkpoint writes is planned too
     "fence": 1,

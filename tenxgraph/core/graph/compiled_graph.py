@@ -12,7 +12,7 @@ import anyio
 from pydantic import BaseModel
 
 # The module, not its names: importing tenxgraph.core._runner first imports this package.
-from tenxgraph.core import _runner
+from tenxgraph.core import _runner, _timetravel
 from tenxgraph.core._portal import iterate_sync, run_sync
 from tenxgraph.core.config import normalize_config
 from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
@@ -416,13 +416,25 @@ class CompiledGraph(Generic[StateT]):
         await self.aclose()
 
     # -- state access (beyond 10xGraph) ----------------------------------------------------------
-    async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
-        """The thread's latest state (``None`` when it does not exist or is another user's)."""
+    async def aget_state(
+        self, config: dict[str, Any], version: int | None = None
+    ) -> AgentState | None:
+        """The thread's latest state (``None`` when it does not exist or is another user's),
+        or with ``version``, its state exactly as it was at that kept version.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``version`` is given and not
+                kept; ``context["oldest_kept"]`` names the oldest kept version.
+        """
+        if version is not None:
+            return await _timetravel.aget_state_at(self, config, version)
         return await self.checkpointer.aget_state(config, self.state_class)
 
-    def get_state(self, config: dict[str, Any]) -> AgentState | None:
+    def get_state(self, config: dict[str, Any], version: int | None = None) -> AgentState | None:
         """Sync twin of :meth:`aget_state`."""
-        return run_sync(self.aget_state, config, sync_name="get_state", async_name="aget_state")
+        return run_sync(
+            self.aget_state, config, version, sync_name="get_state", async_name="aget_state"
+        )
 
     async def aget_state_history(
         self, config: dict[str, Any], limit: int | None = None, before: int | None = None
@@ -479,4 +491,72 @@ class CompiledGraph(Generic[StateT]):
         """Sync twin of :meth:`aupdate_state`."""
         return run_sync(
             self.aupdate_state, config, values, sync_name="update_state", async_name="aupdate_state"
+        )
+
+    # -- time travel (docs/how-to/time-travel.md; logic in tenxgraph.core._timetravel) ---------
+    async def arewind(self, config: dict[str, Any], to_version: int) -> AgentState:
+        """Make kept version ``to_version`` the thread's state again: a new head version equal
+        to it is written (every version stays in history), as a compare-and-swap against the
+        head the caller read (``config["_checkpoint_version"]``, else the head read now). The
+        next run continues from there; a replayed tool call gets the ledger's answer.
+
+        Returns:
+            The new head state.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``to_version`` is not kept
+                (``context["oldest_kept"]``).
+            StaleStateError: ``STORAGE_CONFLICT_000`` when another writer moved the thread
+                first; nothing was written.
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
+        """
+        return await _timetravel.arewind(self, config, to_version)
+
+    def rewind(self, config: dict[str, Any], to_version: int) -> AgentState:
+        """Sync twin of :meth:`arewind`."""
+        return run_sync(self.arewind, config, to_version, sync_name="rewind", async_name="arewind")
+
+    async def afork(
+        self,
+        config: dict[str, Any],
+        at_version: int,
+        to_thread_id: str,
+        update: dict[str, Any] | Any = None,
+    ) -> dict[str, Any]:
+        """Create thread ``to_thread_id`` (same user) whose first version is kept version
+        ``at_version`` of the config's thread, with ``update`` applied as ``update_state``
+        applies values (through each field's reducer) in the same write. Message rows are
+        copied inside the store, never re-encoded (without ``update`` not even read); the fork
+        starts with a copy of the source's tool ledger; its metadata and version 1 record
+        ``forked_from``. The source thread is never changed.
+
+        Returns:
+            The fork's config (``{"thread_id": to_thread_id, "user_id": ...}``, the caller's
+            user): pass it to ``ainvoke`` to continue the fork.
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for an invalid ``to_thread_id``.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``at_version`` is not kept.
+            StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``to_thread_id`` exists.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``to_thread_id``.
+            ValidationError / GraphError: for an ``update`` a node could not return either.
+        """
+        return await _timetravel.afork(self, config, at_version, to_thread_id, update)
+
+    def fork(
+        self,
+        config: dict[str, Any],
+        at_version: int,
+        to_thread_id: str,
+        update: dict[str, Any] | Any = None,
+    ) -> dict[str, Any]:
+        """Sync twin of :meth:`afork`."""
+        return run_sync(
+            self.afork,
+            config,
+            at_version,
+            to_thread_id,
+            update,
+            sync_name="fork",
+            async_name="afork",
         )

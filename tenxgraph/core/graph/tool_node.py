@@ -43,6 +43,14 @@ What a ``ToolNode`` does when the graph runs it:
    its side effect (a timed-out payment may have gone through). To retry, the model issues a
    new call (a new assistant message, hence a new ``call_key``).
 
+   **Replays after time travel.** A rewound or forked thread (docs/how-to/time-travel.md) that
+   replays a call is answered by the ledger like any replay (a fork starts with a copy of its
+   source's ledger). ``config["replay_tools"] = True`` asks for re-execution instead: the key
+   becomes ``f"{call_key}:replay:{run_id}"``, a new idempotency key per run, so the tool runs
+   again once (and a crash-replay inside that run is still a ledger hit). The tool sees the
+   key to pass downstream in ``current_tool_call().idempotency_key``: its ``tool_call_id``,
+   or ``f"{tool_call_id}:replay:{run_id}"`` under ``replay_tools``.
+
    A sync tool that times out keeps running in its worker thread (threads cannot be killed);
    its late result is discarded. Exceptions that define ``_tenxgraph_propagate = True`` (the
    runtime's control-flow signals) are not turned into messages but re-raised.
@@ -469,6 +477,12 @@ class ToolNode:
         run: RunContext | None,
     ) -> _Outcome:
         key = call_key_for(assistant.message_id, call)
+        idem = call.id
+        if config.get("replay_tools") is True:
+            # An explicit re-execution (time travel): a new idempotency key per run, so the
+            # call runs again once and a replay of this run's node still hits the ledger.
+            suffix = f":replay:{config.get('run_id') or ''}"
+            key, idem = key + suffix, call.id + suffix
         spec = self._tools.get(call.name)
         attrs = {ATTR.TOOL_NAME: call.name, ATTR.TOOL_CALL_ID: call.id}
         checkpointer = run.checkpointer if run is not None else None
@@ -481,7 +495,9 @@ class ToolNode:
                     if run is not None:
                         run.stats["ledger_hits"] = run.stats.get("ledger_hits", 0) + 1
                     return recorded
-            tool_ctx = ToolCallContext(tool_call_id=call.id, name=call.name, call_key=key)
+            tool_ctx = ToolCallContext(
+                tool_call_id=call.id, name=call.name, call_key=key, idempotency_key=idem
+            )
             token = _TOOL_CALL.set(tool_ctx)
             publishing = run_publisher() is not None
             if publishing:

@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar, get_args
 
@@ -31,6 +31,7 @@ from tenxgraph.core.exceptions import (
     StorageError,
     TransientStorageError,
     ValidationError,
+    stale,
 )
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.reducers import MessageList
@@ -44,7 +45,7 @@ from tenxgraph.records import (
     ThreadInfo,
     ThreadKey,
 )
-from tenxgraph.storage import serde
+from tenxgraph.storage import _fork, serde
 from tenxgraph.storage._diff import diff_messages
 from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
@@ -131,6 +132,9 @@ class StateSnapshot:
         status: ``ExecutionStatus`` value of that checkpoint.
         next_node: the node that was to run next (``execution_meta.current_node`` while running).
         created_at: UNIX seconds.
+        origin: what wrote this version when it was a rewind (``{"op": "rewind", "version":
+            N}``) or the first version of a fork (``{"op": "fork", "thread_id": source,
+            "version": N}``); ``None`` for an ordinary checkpoint.
     """
 
     thread_id: str
@@ -139,6 +143,7 @@ class StateSnapshot:
     status: str
     next_node: str | None
     created_at: float
+    origin: dict[str, Any] | None = None
 
 
 class BaseCheckpointer(Generic[StateT]):
@@ -1002,6 +1007,7 @@ class BaseCheckpointer(Generic[StateT]):
                         status=rec.status,
                         next_node=meta.current_node if rec.status == "running" else None,
                         created_at=rec.created_at,
+                        origin=_fork.origin_of(rec.values),
                     )
                 )
             if remaining is not None:
@@ -1059,19 +1065,12 @@ class BaseCheckpointer(Generic[StateT]):
 
         Raises:
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept (or the
-                thread is another user's).
+                thread is another user's); ``context``: ``thread_id``, ``version``,
+                ``oldest_kept``, ``latest`` (see :meth:`aload_version`).
             SerializationError: ``STORAGE_SERIALIZATION_000`` when that version's stored data
                 cannot be decoded (``context``: ``thread_id``, ``version``, ``path``).
         """
-        await self._ensure_setup()
-        key = self._key(config)
-        rec = await self._tier("aget_version").read(key, int(version))
-        if rec is None:
-            raise ResourceNotFoundError(
-                f"thread {key.thread_id!r} has no kept version {version}",
-                context={"thread_id": key.thread_id, "version": version},
-            )
-        return self._decode(rec, state_cls or self.state_class).state
+        return (await self.aload_version(config, version, state_cls)).state
 
     async def aclean_thread(self, config: dict[str, Any]) -> bool:
         """Delete every version, message, ledger row and flag of the thread, and its
@@ -1639,6 +1638,202 @@ class BaseCheckpointer(Generic[StateT]):
             sync_name="get_state_cache",
             async_name="aget_state_cache",
         )
+
+    # -- time travel (docs/how-to/time-travel.md; pure pieces in tenxgraph.storage._fork) ------
+    async def aload_version(
+        self, config: dict[str, Any], version: int, state_cls: type[AgentState] | None = None
+    ) -> Loaded:
+        """Read and decode kept version ``version`` of the config's thread.
+
+        Raises:
+            ValidationError: ``VALIDATION_000`` when ``version`` is not a positive ``int``.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept
+                (pruned, not written yet, or the thread is missing or another user's);
+                ``context``: ``thread_id``, ``version``, ``oldest_kept``, ``latest``.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` when its stored data cannot be
+                decoded.
+        """
+        rec = await self._read_version(self._key(config), version)
+        return self._decode(rec, state_cls or self.state_class)
+
+    async def _read_version(
+        self, key: ThreadKey, version: int, *, with_messages: bool = True
+    ) -> StoredCheckpoint:
+        """The stored record of kept version ``version`` (``version_missing`` when not)."""
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValidationError(
+                f"version must be a positive int, got {version!r}", context={"field": "version"}
+            )
+        await self._ensure_setup()
+        store = self._tier("aload_version")
+        rec = await store.read(key, version, with_messages=with_messages)
+        if rec is None:
+            kept = await store.kept_versions(key)
+            raise _fork.version_missing(key.thread_id, version, *(kept or (None, None)))
+        return rec
+
+    async def arewind(
+        self, config: dict[str, Any], to_version: int, state_cls: type[AgentState] | None = None
+    ) -> Loaded:
+        """Write a new head version of the config's thread whose state is kept version
+        ``to_version`` (history keeps every version; no message row is written).
+
+        A compare-and-swap against the head the caller read: ``config["_checkpoint_version"]``
+        when set (a run's or an earlier read's), else the head read now. Sets
+        ``config["_checkpoint_version"]`` to the new head.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``to_version`` is not kept.
+            StaleStateError: ``STORAGE_CONFLICT_000`` when the thread moved past the head the
+                caller read (a concurrent rewind or run won); nothing was written.
+            StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread (a read of it,
+                ``aload_version``, finds nothing instead).
+        """
+        normalize_config(config, new_run=False)
+        key = self.key_for(config)
+        store = self._tier("arewind")
+        try:
+            rec = await self._read_version(key, to_version)
+        except ResourceNotFoundError:
+            # Another user's thread reads as missing, but a write to it is refused as
+            # forbidden (DESIGN 3): the ledger lookup checks ownership and reads nothing.
+            await store.ledger_get(key, "")
+            raise
+        target = self._decode(rec, state_cls or self.state_class)
+        expected = config.get("_checkpoint_version")
+        head = await store.read(
+            key, None if expected is None else int(expected), with_messages=False
+        )
+        if head is None:
+            raise stale(key.thread_id, int(expected or 0), await store.current_version(key))
+        state = target.state
+        token = f"rewind:{to_version}:{os.urandom(16).hex()}"
+        w = CheckpointWrite(
+            thread_id=key.thread_id,
+            user_id=key.user_id,
+            expected_version=head.version,
+            values=_fork.restamp(rec.values, token, {"op": "rewind", "version": to_version}),
+            new_messages=[],
+            ranges=target.view.ranges,
+            next_seq=max(head.next_seq, target.view.next_seq),
+            status=rec.status,
+            history_limit=self.state_history_limit,
+            created_at=time.time(),
+            token=token,
+            base_created_at=head.created_at,
+            decoded=(state.context, target.view.length),
+        )
+        view = DurableView(state.context, target.view.length, w.ranges, w.next_seq)
+        written = await self._write_travel(store.write(w), key)
+        config["_checkpoint_version"] = written.version
+        return await self._adopt(key, written, state, view)
+
+    async def afork(
+        self,
+        config: dict[str, Any],
+        at_version: int,
+        to_thread_id: str,
+        *,
+        state_cls: type[AgentState] | None = None,
+        edit: Callable[[AgentState], AgentState] | None = None,
+    ) -> dict[str, Any]:
+        """Create thread ``to_thread_id`` (same user) whose version 1 is kept version
+        ``at_version`` of the config's thread, edited by ``edit`` when given.
+
+        The message rows are copied inside the store (one ``INSERT ... SELECT`` on SQLite and
+        Postgres; shared bytes in memory): without ``edit`` no message is read, decoded or
+        encoded by this process (the version's metadata only), with ``edit`` the version is
+        decoded and only the messages the edit added or changed are encoded. The source's
+        ledger rows are copied (a replayed tool call is answered as on the source); the
+        fork's metadata and version record ``forked_from`` (thread and version). The source
+        is not changed.
+
+        Returns:
+            The fork's config: ``{"thread_id": to_thread_id, "user_id": the caller's}``.
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for an invalid ``to_thread_id``.
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``at_version`` is not kept.
+            StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``to_thread_id`` exists.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``to_thread_id``.
+            SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
+        """
+        normalize_config(config, new_run=False)
+        key = self.key_for(config)
+        out: dict[str, Any] = {"thread_id": to_thread_id, "user_id": config["user_id"]}
+        dst_cfg = dict(out)
+        normalize_config(dst_cfg, new_run=False)
+        out["thread_id"] = dst_cfg["thread_id"]
+        dst = self.key_for(dst_cfg)
+        store = self._tier("afork")
+        if dst.thread_id == key.thread_id:
+            raise _fork.target_exists(dst.thread_id, config.get("_checkpoint_version"))
+        origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
+        meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
+        rec = await self._read_version(key, at_version, with_messages=False)
+        if edit is None:
+            # The stored values are kept as they are (fields the state class does not declare
+            # included); the rows are the version's own.
+            token = f"fork:{key.thread_id}:{at_version}:{os.urandom(16).hex()}"
+            w = CheckpointWrite(
+                thread_id=dst.thread_id,
+                user_id=dst.user_id,
+                expected_version=0,
+                values=_fork.restamp(rec.values, token, origin),
+                new_messages=[],
+                ranges=rec.ranges,
+                next_seq=rec.next_seq,
+                status=rec.status,
+                history_limit=None,
+                created_at=time.time(),
+                token=token,
+            )
+            await self._write_travel(store.fork(key, at_version, w, rec.ranges, meta), dst)
+            self._remember(dst, None)
+            return out
+        # The head (the usual fork point) comes decoded from the in-process tier when warm;
+        # another version is read with its messages and decoded.
+        head = await self.aload(dict(config), state_cls)
+        if head is not None and head.version == at_version and head.created_at == rec.created_at:
+            base = head
+        else:
+            full = await self._read_version(key, at_version)
+            base = self._decode(full, state_cls or self.state_class)
+        state = edit(base.state)
+        w, view = self.build_write(dst, state, base)
+        w.expected_version, w.base_created_at = 0, None
+        w.values = _fork.with_origin(w.values, origin)
+        copy = _fork.clip_ranges(w.ranges, base.view.next_seq)
+        forked = await self._write_travel(store.fork(key, at_version, w, copy, meta), dst)
+        await self._adopt(dst, forked, state, view)
+        return out
+
+    async def _write_travel(
+        self, write: Awaitable[StoredCheckpoint], key: ThreadKey
+    ) -> StoredCheckpoint:
+        """Await a rewind's or fork's store write (counted as a checkpoint); a conflict is
+        counted and the thread forgotten."""
+        try:
+            rec = await write
+        except StorageError as exc:
+            if exc.error_code == "STORAGE_CONFLICT_000":
+                self._conflicts.add(1, self._metric_attrs)
+                self._remember(key, None)
+            raise
+        self._ckpt_counter.add(1, self._metric_attrs)
+        return rec
+
+    async def _adopt(
+        self, key: ThreadKey, rec: StoredCheckpoint, state: AgentState, view: DurableView
+    ) -> Loaded:
+        """Remember a time-travel write's new head, with its decoded messages attached to the
+        in-process cache tier (as ``acommit`` does)."""
+        attach = getattr(self.store, "attach_decoded", None) if rec.decoded is None else None
+        if attach is not None:
+            await attach(key, rec.version, (view.messages, view.length))
+        loaded = Loaded(state=state, version=rec.version, view=view, created_at=rec.created_at)
+        self._remember(key, loaded)
+        return loaded
 
     def __repr__(self) -> str:
         name = self.store.name if self.store is not None else None
