@@ -71,6 +71,7 @@ KNOWN_KEYS: dict[str, Any] = {
     "_run_id_auto": ...,
     "timestamp": ...,
     "_timestamp_auto": ...,
+    "_lease_holder": ...,  # a background run's attempt (tenxgraph.core._recovery)
 }
 
 MAX_THREAD_ID_LEN = 255
