@@ -46,6 +46,7 @@ from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, span
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
+    from tenxgraph.records import ThreadKey
     from tenxgraph.storage.runs import RunStore
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "decode_config",
     "decode_input",
     "encode_output",
+    "retry_run",
     "run_store",
 ]
 
@@ -258,7 +260,10 @@ async def aget_run(app: CompiledGraph[Any], config: dict[str, Any], run_id: str)
 
 
 async def ajoin(
-    app: CompiledGraph[Any], config: dict[str, Any], run_id: str, timeout: float | None
+    app: CompiledGraph[Any],
+    config: dict[str, Any],
+    run_id: str,
+    timeout: float | None,  # noqa: ASYNC109 - the documented API (CompiledGraph.ajoin)
 ) -> RunInfo:
     """Wait for a background run to reach a final status; see ``CompiledGraph.ajoin``."""
     info = await aget_run(app, config, run_id)
@@ -320,3 +325,46 @@ async def cancel(app: CompiledGraph[Any], config: dict[str, Any]) -> RunInfo | N
         if moved:
             break
     return info
+
+
+async def retry_run(store: RunStore, key: ThreadKey, run_id: str) -> RunRecord:
+    """Put a run that ended ``error`` or ``cancelled`` back to ``pending`` (``crashes`` reset,
+    ``last_error`` kept until the next attempt ends); a worker picks it up. ``tenxgraph runs
+    retry`` calls this.
+
+    Args:
+        store: the store holding the run.
+        key: its thread and owner scope.
+        run_id: the run.
+
+    Returns:
+        The run as stored after the change.
+
+    Raises:
+        ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when there is no such run.
+        ValidationError: ``VALIDATION_000`` when the run is not ``error`` or ``cancelled``
+            (or moved meanwhile).
+    """
+    cur = await store.run_get(key, run_id)
+    if cur is None:
+        raise ResourceNotFoundError(
+            f"no background run {run_id!r} on thread {key.thread_id!r} for this user",
+            context={"thread_id": key.thread_id, "run_id": run_id},
+        )
+    if cur.status not in ("error", "cancelled"):
+        raise ValidationError(
+            f"run {run_id!r} is {cur.status}; only error and cancelled runs can be retried",
+            context={"field": "status", "reason": cur.status},
+        )
+    back = dataclasses.replace(
+        cur, status="pending", crashes=0, output=None, updated_at=time.time()
+    )
+    if not await store.run_update(
+        back, expect_status=cur.status, expect_attempts=cur.attempts, notify=True
+    ):
+        raise ValidationError(
+            f"run {run_id!r} changed while being retried; look at it again",
+            context={"field": "status", "reason": "moved"},
+        )
+    counter(METRIC.RUNS_RETRIED).add(1)
+    return back

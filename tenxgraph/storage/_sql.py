@@ -780,13 +780,13 @@ SELECT """
 
 RUN_LIST = Statement(
     "RUN_LIST",
-    "submitted runs of an owner ('*': all), optionally of one status and one thread, newest first",
+    "submitted runs of an owner ('': all), optionally of one status and one thread, newest first",
     "SELECT",
     """
 SELECT """
     + _RUN_COLUMNS
     + """ FROM {runs}
- WHERE (%(owner)b = '*' OR owner = %(owner)b)
+ WHERE (%(owner)b = '' OR owner = %(owner)b)
    AND (%(status)b = '' OR status = %(status)b)
    AND (%(thread_id)b = '' OR thread_id = %(thread_id)b)
  ORDER BY created_at DESC

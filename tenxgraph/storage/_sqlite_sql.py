@@ -385,9 +385,9 @@ RUN_INSERT = (
     " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?) ON CONFLICT (thread_id, run_id) DO NOTHING"
 )
 RUN_GET = "SELECT " + _RUN_COLUMNS + " FROM runs WHERE thread_id = ? AND run_id = ? AND owner = ?"
-#: An owner's runs (``'*'``: all), optionally of one status (``''``: any) and one thread.
+#: An owner's runs (``''``: all; no user id is empty), optionally of one status (``''``: any) and one thread.
 RUN_LIST = (
-    "SELECT " + _RUN_COLUMNS + " FROM runs WHERE (?1 = '*' OR owner = ?1)"
+    "SELECT " + _RUN_COLUMNS + " FROM runs WHERE (?1 = '' OR owner = ?1)"
     " AND (?2 = '' OR status = ?2) AND (?3 = '' OR thread_id = ?3)"
     " ORDER BY created_at DESC LIMIT ?4"
 )

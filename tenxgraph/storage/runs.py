@@ -52,7 +52,7 @@ class RunStore(Protocol):
     async def run_list(
         self, user_id: str, *, status: str = "", thread_id: str = "", limit: int = 100
     ) -> list[RunRecord]:
-        """Runs of ``user_id`` (``"*"``: every owner), of one ``status`` and one ``thread_id``
+        """Runs of ``user_id`` (``""``: every owner; no user id is empty), of one ``status`` and one ``thread_id``
         when given (``""``: any), newest first, at most ``limit``."""
         ...
 
@@ -113,7 +113,7 @@ class RunTable:
         rows = [
             r
             for r in self._runs.values()
-            if (user_id == "*" or r.owner == user_id)
+            if (not user_id or r.owner == user_id)
             and (not status or r.status == status)
             and (not thread_id or r.thread_id == thread_id)
         ]
