@@ -684,13 +684,13 @@ class MemoryStore:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_list`."""
         await checkpoint()
         with self._lock:
-            return self._runs.list(user_id, status, thread_id, limit)
+            return self._runs.listing(user_id, status, thread_id, limit)
 
     async def run_open(self, limit: int) -> list[RunRecord]:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_open`."""
         await checkpoint()
         with self._lock:
-            return self._runs.open(limit)
+            return self._runs.open_runs(limit)
 
     async def run_update(
         self, record: RunRecord, *, expect_status: str, expect_attempts: int, notify: bool = False

@@ -108,7 +108,7 @@ class RunTable:
         r = self._runs.get((key.thread_id, run_id))
         return r if r is not None and r.owner == key.user_id else None
 
-    def list(self, user_id: str, status: str, thread_id: str, limit: int) -> list[RunRecord]:
+    def listing(self, user_id: str, status: str, thread_id: str, limit: int) -> list[RunRecord]:
         """See :meth:`RunStore.run_list`."""
         rows = [
             r
@@ -120,7 +120,7 @@ class RunTable:
         rows.sort(key=lambda r: r.created_at, reverse=True)
         return rows[: max(0, limit)]
 
-    def open(self, limit: int) -> list[RunRecord]:
+    def open_runs(self, limit: int) -> list[RunRecord]:
         """See :meth:`RunStore.run_open`."""
         rows = [r for r in self._runs.values() if r.status in OPEN_STATUSES]
         rows.sort(key=lambda r: r.created_at)
