@@ -788,7 +788,7 @@ SELECT """
     + """ FROM {runs}
  WHERE (%(owner)b = '' OR owner = %(owner)b)
    AND (%(status)b = '' OR status = %(status)b)
-   AND (%(thread_id)b = '' OR thread_id = %(thread_id)b)
+   AND (%(only_thread)b = '' OR thread_id = %(only_thread)b)
  ORDER BY created_at DESC
  LIMIT %(limit)b::int8
 """,

@@ -1669,7 +1669,7 @@ class PostgresStore:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_list`."""
         rows = await self._fetch(
             self._q["RUN_LIST"],
-            {"owner": user_id, "status": status, "thread_id": thread_id, "limit": BigInt(limit)},
+            {"owner": user_id, "status": status, "only_thread": thread_id, "limit": BigInt(limit)},
         )
         return [self._run_record(row) for row in rows]
 
