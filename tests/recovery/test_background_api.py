@@ -123,7 +123,7 @@ async def test_stop_cancels_pending_and_running_runs() -> None:
     assert out == {"ok": True, "running": False, "run_status": "cancelled"}
     running = await app.asubmit(_msg("slow"), {"thread_id": "r"})
     async with app.recovery(sweep_interval_s=0.02):
-        while (await app.aget_run({"thread_id": "r"}, running.run_id)).status == "pending":
+        while (await app.aget_run({"thread_id": "r"}, running.run_id)).status == "pending":  # noqa: ASYNC110 - the store is the event
             await asyncio.sleep(0.01)
         assert (await app.astop({"thread_id": "r", "run_id": running.run_id}))["ok"]
         info = await app.ajoin({"thread_id": "r"}, running.run_id, timeout=30)
