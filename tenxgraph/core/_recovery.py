@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import random
 import socket
 import time
 import uuid
@@ -149,6 +150,7 @@ class Recovery:
             0,
         )
         self._busy: set[str] = set()  # thread ids with an attempt in this process
+        self._asked: dict[str, float] = {}  # run id -> monotonic time its live lease was asked
         self._wake = anyio.Event()
         self._tg: TaskGroup | None = None
 
@@ -218,15 +220,39 @@ class Recovery:
             return 0
         open_runs = await self.store.run_open(max(64, 8 * self.concurrency))
         seen: set[str] = set()
-        started = 0
+        candidates: list[RunRecord] = []
+        now, mono = time.time(), time.monotonic()
+        ttl = self.app.checkpointer.lease_ttl_s
         for rec in open_runs:
-            if started >= free:
-                break
             if rec.thread_id in seen:
-                continue  # a thread's runs go in submission order
+                continue  # a thread's runs go in submission order: only its oldest is a candidate
             seen.add(rec.thread_id)
             if rec.thread_id in self._busy:
                 continue
+            if rec.status == "running":
+                # Its lease cannot have lapsed within lease_ttl_s of its claim, and a live one
+                # is asked about at most once per sweep interval (each ask is a round trip).
+                if now - rec.updated_at < ttl or mono - self._asked.get(rec.run_id, -1e9) < (
+                    self.sweep_interval_s
+                ):
+                    continue
+                self._asked[rec.run_id] = mono
+            candidates.append(rec)
+        if len(self._asked) > 4096:
+            self._asked.clear()
+        # Cut-off runs first (their callers have waited longest). Workers woken by the same
+        # notification start at different places of the pending ones, so that they do not all
+        # race for the same oldest runs.
+        cut_off = [r for r in candidates if r.status == "running"]
+        pending = [r for r in candidates if r.status != "running"]
+        if pending:
+            cut = random.randrange(len(pending))
+            pending = pending[cut:] + pending[:cut]
+        candidates = cut_off + pending
+        started = 0
+        for rec in candidates:
+            if started >= free:
+                break
             claimed = await self._claim(rec)
             if claimed is not None:
                 started += 1

@@ -27,7 +27,14 @@ class Fleet:
     """
 
     def __init__(
-        self, tmp: Path, store: str, hang: str = "", concurrency: int = 4, sweep_s: float = 0.2
+        self,
+        tmp: Path,
+        store: str,
+        hang: str = "",
+        concurrency: int = 4,
+        sweep_s: float = 0.2,
+        node_s: float = 0.0,
+        max_crashes: int = 3,
     ) -> None:
         self.tmp = tmp
         self.events = tmp / "events.txt"
@@ -36,6 +43,8 @@ class Fleet:
         self.hang = hang
         self.concurrency = concurrency
         self.sweep_s = sweep_s
+        self.node_s = node_s
+        self.max_crashes = max_crashes
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
 
@@ -47,6 +56,7 @@ class Fleet:
             RECOVERY_EVENTS=str(self.events),
             RECOVERY_EFFECTS=str(self.effects),
             RECOVERY_HANG=self.hang,
+            RECOVERY_NODE_S=str(self.node_s),
         )
 
     def start(self, name: str, wait: bool = True) -> subprocess.Popen[bytes]:
@@ -67,6 +77,8 @@ class Fleet:
                     str(self.sweep_s),
                     "--worker-id",
                     name,
+                    "--max-crashes",
+                    str(self.max_crashes),
                 ],
                 env=self.env(),
                 stdout=subprocess.DEVNULL,

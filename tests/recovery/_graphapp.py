@@ -8,7 +8,8 @@ _graphapp:app``), configured by environment variables:
   per execution;
 * ``RECOVERY_HANG``: ``plan`` (inside a node) or ``tool`` (inside the second tool call): the first
   execution of each thread at that point logs ``hang`` and sleeps 60 s (the test SIGKILLs it);
-  ``crash``: every execution of ``plan`` kills its own process (a poison run).
+  ``crash``: every execution of ``plan`` kills its own process (a poison run);
+* ``RECOVERY_NODE_S``: seconds ``plan`` waits (a model call stand-in; default 0).
 
 ``plan -> tools -> answer -> END``: ``plan`` asks for two tool calls (``<thread>:a``,
 ``<thread>:b``), ``tools`` runs them through the ledger, ``answer`` answers.
@@ -79,6 +80,7 @@ async def plan(state: AgentState, config: dict[str, Any]) -> Message:
         os.kill(os.getpid(), signal.SIGKILL)
     if _hang_here("plan", tid):
         await asyncio.sleep(60)
+    await asyncio.sleep(float(os.environ.get("RECOVERY_NODE_S", "0")))
     calls = [
         {"id": f"{tid}:a", "name": "effect", "arguments": {"tag": "a"}},
         {"id": f"{tid}:b", "name": "effect", "arguments": {"tag": "b"}},
