@@ -223,6 +223,7 @@ class Recovery:
         candidates: list[RunRecord] = []
         now, mono = time.time(), time.monotonic()
         ttl = self.app.checkpointer.lease_ttl_s
+        asking = 0
         for rec in open_runs:
             if rec.thread_id in seen:
                 continue  # a thread's runs go in submission order: only its oldest is a candidate
@@ -231,11 +232,15 @@ class Recovery:
                 continue
             if rec.status == "running":
                 # Its lease cannot have lapsed within lease_ttl_s of its claim, and a live one
-                # is asked about at most once per sweep interval (each ask is a round trip).
-                if now - rec.updated_at < ttl or mono - self._asked.get(rec.run_id, -1e9) < (
-                    self.sweep_interval_s
+                # is asked about at most once per lease_ttl_s (or sweep interval, the longer)
+                # by this worker: each ask is a round trip.
+                if now - rec.updated_at < ttl or mono - self._asked.get(rec.run_id, -1e9) < max(
+                    self.sweep_interval_s, ttl
                 ):
                     continue
+                if asking >= 4 * self.concurrency:
+                    continue  # the others at a later sweep
+                asking += 1
                 self._asked[rec.run_id] = mono
             candidates.append(rec)
         if len(self._asked) > 4096:
@@ -249,16 +254,28 @@ class Recovery:
             cut = random.randrange(len(pending))
             pending = pending[cut:] + pending[:cut]
         candidates = cut_off + pending
+        # Claims of one pass run concurrently (two round trips each), a batch of the free
+        # slots at a time, until the slots are full or the candidates run out.
         started = 0
-        for rec in candidates:
-            if started >= free:
-                break
-            claimed = await self._claim(rec)
-            if claimed is not None:
-                started += 1
+        while candidates and started < free:
+            batch, candidates = candidates[: free - started], candidates[free - started :]
+            won: list[RunRecord] = []
+            async with anyio.create_task_group() as tg:
+                for rec in batch:
+                    tg.start_soon(self._claim_into, rec, won)
+            started += len(won)
         return started
 
     # -- claiming --------------------------------------------------------------------------------
+    async def _claim_into(self, rec: RunRecord, won: list[RunRecord]) -> None:
+        """Claim ``rec``, appending it to ``won`` when granted (a failure is logged: the next
+        sweep tries again)."""
+        try:
+            if await self._claim(rec) is not None:
+                won.append(rec)
+        except TenxGraphError as exc:
+            log.warning("could not claim background run %s: %s", rec.run_id, exc.error_code)
+
     async def _claim(self, rec: RunRecord) -> RunRecord | None:
         cp = self.app.checkpointer
         key = ThreadKey(rec.thread_id, rec.owner)
