@@ -35,6 +35,7 @@ class Fleet:
         sweep_s: float = 0.2,
         node_s: float = 0.0,
         max_crashes: int = 3,
+        config: Path | None = None,
     ) -> None:
         self.tmp = tmp
         self.events = tmp / "events.txt"
@@ -45,6 +46,7 @@ class Fleet:
         self.sweep_s = sweep_s
         self.node_s = node_s
         self.max_crashes = max_crashes
+        self.config = config
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
 
@@ -69,8 +71,11 @@ class Fleet:
                     sys.executable,
                     "-m",
                     "tenxgraph.worker",
-                    "--graph",
-                    "_graphapp:app",
+                    *(
+                        ["--graph", "_graphapp:app"]
+                        if self.config is None
+                        else ["--config", str(self.config)]
+                    ),
                     "--concurrency",
                     str(self.concurrency),
                     "--sweep-interval",
@@ -102,6 +107,12 @@ class Fleet:
 
     def name_of(self, pid: int) -> str:
         return next(n for n, p in self.procs.items() if p.pid == pid)
+
+    def terminate(self, name: str, timeout_s: float = 20) -> int:
+        """SIGTERM worker ``name``; its exit code."""
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout_s)
 
     def stop_all(self) -> None:
         for proc in self.procs.values():
