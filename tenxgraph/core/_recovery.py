@@ -24,8 +24,9 @@ process of :mod:`tenxgraph.worker`) does, until it is closed:
    messages alone sends it again: the runtime recognises the turn (docs/idempotent-turns.md),
    finishes the cut-off run from its last checkpoint (replaying at most the node that was
    running; the ledger answers recorded tool calls) and returns the whole turn's answer. Any
-   other recovered run resumes with ``ainvoke(None)`` when its first checkpoint was written
-   (the thread's ``execution_meta.run_id`` is the run's), else starts again.
+   other run on its second or later attempt resumes with ``ainvoke(None)`` when its first
+   checkpoint was written (the thread's ``execution_meta.run_id`` is the run's), else starts
+   again.
 5. **Record.** The final status (``completed``; ``interrupted`` for a pause, which waits for its
    resume; ``cancelled`` after ``astop``; ``error`` when a node raised) and the result, with a
    ``NOTIFY``. A retryable storage failure leaves the run ``running`` for the next claim
@@ -371,10 +372,13 @@ class Recovery:
         inp = _runs.decode_input(rec.input)
         app = self.app
         try:
-            if crashed and not _messages_only(inp):
+            if rec.attempts > 1 and not _messages_only(inp):
+                # An earlier attempt (cut off, or requeued by a closing worker) may have
+                # written the run's first checkpoint: then resume it, never apply the input
+                # twice.
                 state = await app.aget_state(dict(cfg))
                 if state is not None and state.execution_meta.run_id == rec.run_id:
-                    inp = None  # its first checkpoint was written: resume it
+                    inp = None
             result = await app.ainvoke(inp, cfg, ResponseGranularity.FULL)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_BUDGET_S):

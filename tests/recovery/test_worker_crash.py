@@ -92,3 +92,36 @@ def test_sigkill_mid_run_is_finished_by_another_worker(
     # the side effect of every tool call happened exactly once
     assert fleet.effect_counts() == {f"{tid}:a": 1, f"{tid}:b": 1}
     assert os.path.exists(tmp_path / "events.txt")
+
+
+async def _submit_with_state(spec: str, tid: str) -> str:
+    app = build(checkpointer_from(spec))
+    try:
+        run = await app.asubmit(
+            {"messages": [Message.text_message("go")], "state": {"context_summary": "s"}},
+            {"thread_id": tid},
+        )
+        return run.run_id
+    finally:
+        await app.aclose()
+
+
+@pytest.mark.parametrize("hang", ["plan", "tool"])
+def test_sigkill_with_a_state_input_never_applies_it_twice(hang: str, tmp_path: Path) -> None:
+    """An input that is not made of messages alone is not a recognisable retry: the recovering
+    worker resumes the run when its first checkpoint was written (tool), else starts it (plan)."""
+    spec = f"sqlite:{tmp_path / 'state.sqlite'}"
+    fleet = Fleet(tmp_path, spec, hang=hang, concurrency=1)
+    tid = f"state-{hang}"
+    try:
+        fleet.start("w1")
+        fleet.start("w2")
+        run_id = asyncio.run(_submit_with_state(spec, tid))
+        fleet.kill(fleet.name_of(int(fleet.wait_event("hang")[3])))
+        info, state = asyncio.run(_join(spec, tid, run_id, 30))
+    finally:
+        fleet.stop_all()
+    assert info.status == "completed" and info.attempts == 2
+    assert _thread_shape(state) == _expected(tid)
+    assert state.context_summary == "s"
+    assert fleet.effect_counts() == {f"{tid}:a": 1, f"{tid}:b": 1}
