@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_store_args(r, db_help="SQLite file (default: a new file in a temporary folder)")
+    # -- background runs: the runs operator view and the worker process
+    from tenxgraph.cli.runs import add_runs_parser
+    from tenxgraph.worker import add_worker_parser
+
+    add_runs_parser(sub)
+    add_worker_parser(sub)
     return p
 
 
@@ -293,7 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         act = args.action
         print(f"tenxgraph threads {act}: refusing to {act} without --yes", file=sys.stderr)
         return EXIT_USAGE
-    name = f"tenxgraph {args.command}" + (f" {args.action}" if args.command == "threads" else "")
+    name = f"tenxgraph {args.command}" + (
+        f" {args.action}" if args.command in ("threads", "runs") else ""
+    )
     try:
         if args.command == "setup":
             return asyncio.run(_cmd_setup(args))
@@ -303,6 +311,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_demo_async(args))
         if args.command == "replay":
             return _cmd_replay(args)
+        if args.command == "runs":
+            from tenxgraph.cli.runs import cmd_runs
+
+            return asyncio.run(cmd_runs(args))
+        if args.command == "worker":
+            from tenxgraph.worker import worker_main
+
+            return worker_main(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

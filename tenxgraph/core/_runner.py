@@ -969,7 +969,10 @@ async def _load(run: _Run) -> None:
 async def _take_lease(run: _Run, strategy: str) -> None:
     """Take the thread's run lease as ``strategy`` says, reading the thread in the same
     round trip: ``run.lease``, ``run.prev`` and ``run.state`` as :func:`_load` sets them."""
-    run.lease = RunLease(run.cp, run.rc.raw, run.key, run.rc.run_id)
+    # A background run's worker took the lease for this attempt's holder id before starting
+    # it (tenxgraph.core._recovery): the first read takes it again for the same holder.
+    holder = run.rc.raw.get("_lease_holder") or run.rc.run_id
+    run.lease = RunLease(run.cp, run.rc.raw, run.key, str(holder))
     run.ctx.lease = run.lease  # ToolNode confirms it before each tool call
     with use_span(run.span):
         run.prev = await run.lease.take(strategy, run.graph.state_class)

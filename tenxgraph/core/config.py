@@ -72,6 +72,7 @@ KNOWN_KEYS: dict[str, Any] = {
     "_run_id_auto": ...,
     "timestamp": ...,
     "_timestamp_auto": ...,
+    "_lease_holder": ...,  # a background run's attempt (tenxgraph.core._recovery)
 }
 
 #: Longest ``thread_id`` and ``user_id``, in characters (at most 1,020 UTF-8 bytes): both are

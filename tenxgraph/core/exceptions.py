@@ -30,6 +30,7 @@ __all__ = [
     "NodeError",
     "NodeTimeoutError",
     "ResourceNotFoundError",
+    "RunJoinTimeoutError",
     "SchemaMissingError",
     "SchemaVersionError",
     "SerializationError",
@@ -89,6 +90,7 @@ ERROR_CODES: dict[str, str] = {
         "waited longer than its timeout for it"
     ),
     "METRICS_000": "a metric could not be emitted (logged, never raised by the runtime)",
+    "RUN_JOIN_TIMEOUT_001": "a background run did not finish within the timeout given to join",
 }
 
 
@@ -454,6 +456,17 @@ class MetricsError(StorageError):
     """
 
     default_code = "METRICS_000"
+
+
+class RunJoinTimeoutError(TenxGraphError, TimeoutError):
+    """``ajoin`` / ``join`` waited ``timeout`` seconds and the background run had not finished
+    (``RUN_JOIN_TIMEOUT_001``); the run goes on (join again, or ``astop`` it).
+
+    ``context``: ``thread_id``, ``run_id``, ``status`` (the run's status when the wait ended),
+    ``timeout_s``.
+    """
+
+    default_code = "RUN_JOIN_TIMEOUT_001"
 
 
 class GraphStopRequested(Exception):  # noqa: N818 - 10xGraph's public name

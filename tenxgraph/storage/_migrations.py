@@ -43,6 +43,11 @@ starts with ``thread_id`` so the tables can be distributed on it):
   the lease over from a holder that had not released it. A run's first read takes the lease in
   the same statement; when that acquisition had to wait for the previous holder's final write,
   the read's snapshot predates that write, and this column tells the run to read again.
+* ``runs`` (version 7): ``(thread_id, run_id)``: the submitted (background) runs: ``owner``,
+  ``status``, ``input`` and ``config`` (orjson ``bytea``), ``attempts``, ``crashes``,
+  ``holder``, ``worker``, ``last_error``, ``output`` (orjson ``bytea``, NULL until done),
+  ``created_at`` / ``updated_at``; a partial index on the open ones (``pending``, ``running``)
+  for the workers' sweep (:mod:`tenxgraph.core._recovery`, docs/how-to/background-runs.md).
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -206,6 +211,35 @@ ALTER TABLE {thread_leases} ADD COLUMN settled_version bigint NOT NULL DEFAULT 0
 """,
         ),
     ),
+    # -- version 7 ------------------------------------------------------------------------------
+    Migration(
+        "runs: submitted (background) runs, recovered by workers",
+        (
+            """
+CREATE TABLE {runs} (
+    thread_id text NOT NULL,
+    run_id text NOT NULL,
+    owner text NOT NULL,
+    status text NOT NULL,
+    input bytea NOT NULL,
+    config bytea NOT NULL,
+    attempts integer NOT NULL DEFAULT 0,
+    crashes integer NOT NULL DEFAULT 0,
+    holder text NOT NULL DEFAULT '',
+    worker text NOT NULL DEFAULT '',
+    last_error text NOT NULL DEFAULT '',
+    output bytea,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, run_id)
+) {runs_layout}
+""",
+            """
+CREATE INDEX {runs_open_idx} ON {runs} (created_at) WHERE status IN ('pending', 'running')
+""",
+        ),
+        creates=("runs",),
+    ),
 )
 
 #: The schema version this code writes and understands.
@@ -221,6 +255,7 @@ PLAIN_STORAGE: dict[str, LiteralString] = {
     "stop_requests": "",
     "thread_leases": "WITH (fillfactor = 80)",
     "lease_waiters": "",
+    "runs": "",
 }
 
 #: The largest partition count :func:`render_step` accepts.

@@ -27,6 +27,7 @@ them (advisory lock, version bookkeeping) are here.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import LiteralString
@@ -53,6 +54,11 @@ __all__ = [
     "DELETE_THREAD",
     "FORK",
     "GET_STOP",
+    "RUN_GET",
+    "RUN_INSERT",
+    "RUN_LIST",
+    "RUN_OPEN",
+    "RUN_UPDATE",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
     "KEPT_VERSIONS",
@@ -84,6 +90,8 @@ __all__ = [
     "WRITE_CONFLICT_PROBE",
     "WRITE_OUTCOME_PROBE",
     "identifiers",
+    "listen_statement",
+    "runs_channel",
     "positional",
     "qualified_name",
     "render",
@@ -798,6 +806,102 @@ INSERT INTO {migrations} (version, summary) VALUES (%(version)b, %(summary)b)
 """,
 )
 
+# -- submitted runs (schema version 7; tenxgraph.core._recovery) -------------------------------
+
+#: Columns of a run row, in :class:`tenxgraph.run_records.RunRecord` field order.
+_RUN_COLUMNS = (
+    "run_id, thread_id, owner, status, input, config, attempts, crashes, holder, worker, "
+    "last_error, output, created_at, updated_at"
+)
+
+RUN_INSERT = Statement(
+    "RUN_INSERT",
+    "record a submitted run (kept as is when its id is already recorded) unless another user "
+    "owns the thread, and notify the workers' channel; say whether another user owns it and "
+    "whether the row is new",
+    "INSERT",
+    """
+WITH foreign_owner AS (
+    SELECT 1 FROM {threads} WHERE thread_id = %(thread_id)b AND owner <> %(owner)b
+    UNION ALL
+    SELECT 1 FROM {runs} WHERE thread_id = %(thread_id)b AND owner <> %(owner)b
+), inserted AS (
+    INSERT INTO {runs} (thread_id, run_id, owner, status, input, config, created_at, updated_at)
+    SELECT %(thread_id)b, %(run_id)b, %(owner)b, 'pending', %(input)b, %(config)b,
+           %(now)b::float8, %(now)b::float8
+     WHERE NOT EXISTS (SELECT 1 FROM foreign_owner)
+        ON CONFLICT (thread_id, run_id) DO NOTHING
+ RETURNING run_id
+)
+SELECT EXISTS (SELECT 1 FROM foreign_owner),
+       (SELECT count(*) FROM inserted),
+       (SELECT count(pg_notify(%(channel)b, i.run_id)) FROM inserted AS i)
+""",
+)
+
+RUN_GET = Statement(
+    "RUN_GET",
+    "one submitted run of the caller (no row: none, or another user's)",
+    "SELECT",
+    """
+SELECT """
+    + _RUN_COLUMNS
+    + """ FROM {runs}
+ WHERE thread_id = %(thread_id)b AND run_id = %(run_id)b AND owner = %(owner)b
+""",
+)
+
+RUN_LIST = Statement(
+    "RUN_LIST",
+    "submitted runs of an owner ('': all), optionally of one status and one thread, newest first",
+    "SELECT",
+    """
+SELECT """
+    + _RUN_COLUMNS
+    + """ FROM {runs}
+ WHERE (%(owner)b = '' OR owner = %(owner)b)
+   AND (%(status)b = '' OR status = %(status)b)
+   AND (%(only_thread)b = '' OR thread_id = %(only_thread)b)
+ ORDER BY created_at DESC
+ LIMIT %(limit)b::int8
+""",
+)
+
+RUN_OPEN = Statement(
+    "RUN_OPEN",
+    "the open runs (pending or running) of every owner, oldest first (a worker's sweep)",
+    "SELECT",
+    """
+SELECT """
+    + _RUN_COLUMNS
+    + """ FROM {runs}
+ WHERE status IN ('pending', 'running')
+ ORDER BY created_at
+ LIMIT %(limit)b::int8
+""",
+)
+
+RUN_UPDATE = Statement(
+    "RUN_UPDATE",
+    "move a run to its next state when it is still in the state the caller read (status and "
+    "attempts: a compare-and-swap), notifying the workers' channel when asked; say whether it "
+    "moved",
+    "UPDATE",
+    """
+WITH moved AS (
+    UPDATE {runs}
+       SET status = %(status)b, attempts = %(attempts)b::int4, crashes = %(crashes)b::int4,
+           holder = %(holder)b, worker = %(worker)b, last_error = %(last_error)b,
+           output = %(output)b::bytea, updated_at = %(now)b::float8
+     WHERE thread_id = %(thread_id)b AND run_id = %(run_id)b
+       AND status = %(expect_status)b AND attempts = %(expect_attempts)b::int4
+ RETURNING run_id
+)
+SELECT (SELECT count(*) FROM moved),
+       (SELECT count(pg_notify(%(channel)b, m.run_id)) FROM moved AS m WHERE %(notify)b::bool)
+""",
+)
+
 #: Every statement above, by name.
 ALL_STATEMENTS: dict[str, Statement] = {
     s.name: s
@@ -833,6 +937,11 @@ ALL_STATEMENTS: dict[str, Statement] = {
         LEDGER_COUNT,
         KEPT_VERSIONS,
         FORK,
+        RUN_INSERT,
+        RUN_GET,
+        RUN_LIST,
+        RUN_OPEN,
+        RUN_UPDATE,
         SCHEMA_EXISTS,
         TABLE_EXISTS,
         TABLE_LAYOUT,
@@ -853,9 +962,10 @@ _TABLES = {
     "tool_executions": "tool_executions",
     "stop_requests": "stop_requests",
     **_lease_sql.TABLES,
+    "runs": "runs",
     "migrations": "migrations",
 }
-_INDEXES = {"threads_owner_idx": "threads_owner_idx"}
+_INDEXES = {"threads_owner_idx": "threads_owner_idx", "runs_open_idx": "runs_open_idx"}
 
 
 def identifiers(schema: str, prefix: str) -> dict[str, sql.Composable]:
@@ -890,6 +1000,20 @@ def render(template: LiteralString, idents: dict[str, sql.Composable]) -> Litera
     # literal template text plus identifiers and literals quoted by psycopg.sql: no
     # caller-supplied text is spliced in, which is what LiteralString stands for
     return text  # pyright: ignore[reportReturnType]
+
+
+def runs_channel(schema: str, prefix: str) -> str:
+    """The ``LISTEN`` / ``NOTIFY`` channel of the submitted runs of one schema and prefix
+    (channels are database-wide): ``tenxgraph_runs_`` and 16 hex digits of a digest of both,
+    under Postgres's 63-byte identifier limit."""
+    digest = hashlib.sha256(f"{schema}\x00{prefix}".encode()).hexdigest()[:16]
+    return f"tenxgraph_runs_{digest}"
+
+
+def listen_statement(channel: str) -> bytes:
+    """``LISTEN "<channel>"`` (the channel quoted as an identifier), as sent by a worker's
+    listening connection (:mod:`tenxgraph.core._recovery`)."""
+    return sql.SQL("LISTEN {channel}").format(channel=sql.Identifier(channel)).as_bytes(None)
 
 
 def render_all(schema: str, prefix: str) -> dict[str, LiteralString]:

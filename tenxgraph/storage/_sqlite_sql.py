@@ -55,6 +55,12 @@ __all__ = [
     "LIST_THREADS_OWNER",
     "MESSAGES_IN_RANGES",
     "MIGRATIONS",
+    "RUN_FOREIGN",
+    "RUN_GET",
+    "RUN_INSERT",
+    "RUN_LIST",
+    "RUN_OPEN",
+    "RUN_UPDATE",
     "PRAGMA_JOURNAL_WAL",
     "PRAGMA_SYNCHRONOUS",
     "PRUNE_CHECKPOINTS",
@@ -175,6 +181,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " arrived_at REAL NOT NULL,"
         " seen_at REAL NOT NULL,"
         " PRIMARY KEY (thread_id, waiter))",
+    ),
+    # 7: submitted (background) runs, recovered by workers (docs/how-to/background-runs.md).
+    (
+        "CREATE TABLE runs ("
+        " thread_id TEXT NOT NULL,"
+        " run_id TEXT NOT NULL,"
+        " owner TEXT NOT NULL,"
+        " status TEXT NOT NULL,"  # pending, running, interrupted, completed, error, cancelled
+        " input BLOB NOT NULL,"  # orjson
+        " config BLOB NOT NULL,"  # orjson
+        " attempts INTEGER NOT NULL DEFAULT 0,"
+        " crashes INTEGER NOT NULL DEFAULT 0,"
+        " holder TEXT NOT NULL DEFAULT '',"
+        " worker TEXT NOT NULL DEFAULT '',"
+        " last_error TEXT NOT NULL DEFAULT '',"
+        " output BLOB,"  # orjson; NULL until done
+        " created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL,"
+        " PRIMARY KEY (thread_id, run_id))",
+        "CREATE INDEX runs_open_idx ON runs (created_at) WHERE status IN ('pending', 'running')",
     ),
 )
 
@@ -374,4 +400,38 @@ FORK_COPY_LEDGER = (
     "INSERT INTO tool_executions (thread_id, call_key, tool_call_id, tool_name, result,"
     " created_at) SELECT ?1, call_key, tool_call_id, tool_name, result, created_at"
     " FROM tool_executions WHERE thread_id = ?2"
+)
+
+# -- submitted runs (schema version 7) ------------------------------------------------------------
+_RUN_COLUMNS = (
+    "run_id, thread_id, owner, status, input, config, attempts, crashes, holder, worker,"
+    " last_error, output, created_at, updated_at"
+)
+#: Another user owns the thread (a checkpoint or a submitted run of theirs): a row back.
+RUN_FOREIGN = (
+    "SELECT 1 FROM threads WHERE thread_id = ?1 AND owner <> ?2"
+    " UNION ALL SELECT 1 FROM runs WHERE thread_id = ?1 AND owner <> ?2 LIMIT 1"
+)
+#: Record a submitted run; no row changed: its id is already recorded (kept as is).
+RUN_INSERT = (
+    "INSERT INTO runs (thread_id, run_id, owner, status, input, config, created_at, updated_at)"
+    " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?) ON CONFLICT (thread_id, run_id) DO NOTHING"
+)
+RUN_GET = "SELECT " + _RUN_COLUMNS + " FROM runs WHERE thread_id = ? AND run_id = ? AND owner = ?"
+#: An owner's runs (``''``: all; no user id is empty), optionally of one status (``''``: any) and one thread.
+RUN_LIST = (
+    "SELECT " + _RUN_COLUMNS + " FROM runs WHERE (?1 = '' OR owner = ?1)"
+    " AND (?2 = '' OR status = ?2) AND (?3 = '' OR thread_id = ?3)"
+    " ORDER BY created_at DESC LIMIT ?4"
+)
+#: The open runs of every owner, oldest first (a worker's sweep).
+RUN_OPEN = (
+    "SELECT " + _RUN_COLUMNS + " FROM runs WHERE status IN ('pending', 'running')"
+    " ORDER BY created_at LIMIT ?"
+)
+#: Compare-and-swap on (status, attempts); no row changed: it moved meanwhile.
+RUN_UPDATE = (
+    "UPDATE runs SET status = ?, attempts = ?, crashes = ?, holder = ?, worker = ?,"
+    " last_error = ?, output = ?, updated_at = ?"
+    " WHERE thread_id = ? AND run_id = ? AND status = ? AND attempts = ?"
 )

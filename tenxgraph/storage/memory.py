@@ -63,9 +63,11 @@ from tenxgraph.records import (
     ranges_extend,
     tail_seqs,
 )
+from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import serde
 from tenxgraph.storage._lease_memory import LeaseTable
 from tenxgraph.storage.base import threads_from_rows
+from tenxgraph.storage.runs import RunTable
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
 __all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]
@@ -184,6 +186,8 @@ class MemoryStore:
         self._stops: dict[str, dict[str, float]] = {}
         #: the run leases (docs/how-to/run-lease.md), under the same lock as the threads
         self._leases = LeaseTable()
+        #: the submitted runs (tenxgraph.storage.runs), under the same lock
+        self._runs = RunTable()
         #: ``time.monotonic()`` of this store's last yield to the event loop
         self._yielded_at = 0.0
 
@@ -714,6 +718,43 @@ class MemoryStore:
             t.metadata = bytes(metadata)
             self._threads[w.thread_id] = t
         return w.to_record(None)
+
+    # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
+    async def run_insert(self, key: ThreadKey, record: RunRecord) -> RunRecord:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_insert`."""
+        await checkpoint()
+        with self._lock:
+            t = self._threads.get(key.thread_id)
+            return self._runs.insert(key, record, None if t is None else t.owner)
+
+    async def run_get(self, key: ThreadKey, run_id: str) -> RunRecord | None:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_get`."""
+        await checkpoint()
+        with self._lock:
+            return self._runs.get(key, run_id)
+
+    async def run_list(
+        self, user_id: str, *, status: str = "", thread_id: str = "", limit: int = 100
+    ) -> list[RunRecord]:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_list`."""
+        await checkpoint()
+        with self._lock:
+            return self._runs.listing(user_id, status, thread_id, limit)
+
+    async def run_open(self, limit: int) -> list[RunRecord]:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_open`."""
+        await checkpoint()
+        with self._lock:
+            return self._runs.open_runs(limit)
+
+    async def run_update(
+        self, record: RunRecord, *, expect_status: str, expect_attempts: int, notify: bool = False
+    ) -> bool:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_update` (``notify``: nothing to wake
+        in one process; the recovery's sweep finds the run)."""
+        await checkpoint()
+        with self._lock:
+            return self._runs.update(record, expect_status, expect_attempts)
 
 
 def ledger_missing_thread(key: ThreadKey, entry: LedgerEntry) -> LedgerWriteError:

@@ -93,6 +93,7 @@ from tenxgraph.records import (
     ThreadKey,
     ranges_len,
 )
+from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import _sql, serde
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
@@ -1672,6 +1673,150 @@ class PostgresStore:
         if owned is False:
             raise forbidden(w.thread_id)
         raise target_exists(w.thread_id, current)
+
+    # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
+    @property
+    def runs_channel(self) -> str:
+        """The ``LISTEN`` / ``NOTIFY`` channel of this schema's and prefix's submitted runs."""
+        return _sql.runs_channel(self.schema, self.table_prefix)
+
+    @staticmethod
+    def _run_record(row: tuple[Any, ...]) -> RunRecord:
+        return RunRecord(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            str(row[3]),
+            bytes(row[4]),
+            bytes(row[5]),
+            int(row[6]),
+            int(row[7]),
+            str(row[8]),
+            str(row[9]),
+            str(row[10]),
+            None if row[11] is None else bytes(row[11]),
+            float(row[12]),
+            float(row[13]),
+        )
+
+    async def run_insert(self, key: ThreadKey, record: RunRecord) -> RunRecord:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_insert`: one statement records the
+        run and sends ``NOTIFY`` on :attr:`runs_channel` (delivered when it commits).
+
+        Raises:
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        r = record
+        rows = await self._fetch(
+            self._q["RUN_INSERT"],
+            {
+                "thread_id": r.thread_id,
+                "run_id": r.run_id,
+                "owner": key.user_id,
+                "input": r.input,
+                "config": r.config,
+                "now": float(r.created_at),
+                "channel": self.runs_channel,
+            },
+        )
+        if rows[0][0]:
+            raise forbidden(key.thread_id)
+        if rows[0][1]:
+            return r
+        found = await self.run_get(key, r.run_id)
+        if found is None:  # deleted between the two statements: record it again
+            return await self.run_insert(key, record)
+        return found
+
+    async def run_get(self, key: ThreadKey, run_id: str) -> RunRecord | None:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_get`."""
+        rows = await self._fetch(
+            self._q["RUN_GET"],
+            {"thread_id": key.thread_id, "run_id": run_id, "owner": key.user_id},
+        )
+        return self._run_record(rows[0]) if rows else None
+
+    async def run_list(
+        self, user_id: str, *, status: str = "", thread_id: str = "", limit: int = 100
+    ) -> list[RunRecord]:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_list`."""
+        rows = await self._fetch(
+            self._q["RUN_LIST"],
+            {"owner": user_id, "status": status, "only_thread": thread_id, "limit": BigInt(limit)},
+        )
+        return [self._run_record(row) for row in rows]
+
+    async def run_open(self, limit: int) -> list[RunRecord]:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_open`."""
+        rows = await self._fetch(self._q["RUN_OPEN"], {"limit": BigInt(limit)})
+        return [self._run_record(row) for row in rows]
+
+    async def run_update(
+        self, record: RunRecord, *, expect_status: str, expect_attempts: int, notify: bool = False
+    ) -> bool:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_update` (``notify``: ``NOTIFY`` on
+        :attr:`runs_channel` in the same statement)."""
+        r = record
+        rows = await self._fetch(
+            self._q["RUN_UPDATE"],
+            {
+                "status": r.status,
+                "attempts": BigInt(r.attempts),
+                "crashes": BigInt(r.crashes),
+                "holder": r.holder,
+                "worker": r.worker,
+                "last_error": r.last_error,
+                "output": r.output,
+                "now": float(r.updated_at),
+                "thread_id": r.thread_id,
+                "run_id": r.run_id,
+                "expect_status": expect_status,
+                "expect_attempts": BigInt(expect_attempts),
+                "channel": self.runs_channel,
+                "notify": bool(notify),
+            },
+        )
+        return bool(rows[0][0])
+
+    async def run_listen(self, dsn: str | None = None) -> psycopg.AsyncConnection[Any]:
+        """A new autocommit connection listening on :attr:`runs_channel` (the caller reads its
+        ``notifies()`` and closes it). It must reach Postgres directly or through a pooler in
+        *session* mode: a transaction-mode pooler (PgBouncer's ``pool_mode = transaction``)
+        does not keep ``LISTEN`` (docs/how-to/background-runs.md).
+
+        Args:
+            dsn: the DSN to listen through (``None``: the store's own connection settings).
+
+        Raises:
+            StorageConnectionError: ``STORAGE_CONNECT_001`` on a permanent failure.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server stays unreachable.
+        """
+        if dsn is not None:
+            conninfo, kwargs = normalize_dsn(dsn), dict(self._conn_kwargs)
+        elif self._dsn is not None:
+            conninfo, kwargs = self._dsn, dict(self._conn_kwargs)
+        else:
+            pool = self._user_pool
+            conninfo = str(getattr(pool, "conninfo", ""))
+            kwargs = {**(getattr(pool, "kwargs", None) or {})}
+        kwargs["autocommit"] = True
+        kwargs["prepare_threshold"] = None
+        kwargs.pop("row_factory", None)
+        conn = await aconnect_first(
+            conninfo,
+            kwargs,
+            timeout_s=float(self._pool_args.get("timeout", 30.0)),
+            target=self._target,
+            user=self._user,
+            secrets=self._secrets,
+        )
+        try:
+            await conn.execute(_sql.listen_statement(self.runs_channel))
+        except psycopg.Error as exc:
+            await conn.close()
+            raise self._translate(exc) from None
+        return conn
 
 
 # -- helpers --------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from tenxgraph.records import (
     ThreadInfo,
     ThreadKey,
 )
+from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import _lease_sqlite, serde
 from tenxgraph.storage import _sqlite_sql as q
 from tenxgraph.storage.base import report_skipped, threads_from_rows
@@ -967,6 +968,93 @@ class SqliteStore:
     def _get_stop_sync(conn: sqlite3.Connection, key: ThreadKey) -> float | None:
         row = conn.execute(q.SELECT_STOP, (key.thread_id, key.user_id)).fetchone()
         return None if row is None else float(row[0])
+
+    # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
+    @staticmethod
+    def _run_record(row: tuple[Any, ...]) -> RunRecord:
+        return RunRecord(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            str(row[3]),
+            bytes(row[4]),
+            bytes(row[5]),
+            int(row[6]),
+            int(row[7]),
+            str(row[8]),
+            str(row[9]),
+            str(row[10]),
+            None if row[11] is None else bytes(row[11]),
+            float(row[12]),
+            float(row[13]),
+        )
+
+    async def run_insert(self, key: ThreadKey, record: RunRecord) -> RunRecord:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_insert` (the workers' sweep finds
+        it: SQLite has no notifications)."""
+        return await self._run(self._run_insert_sync, key, record)
+
+    def _run_insert_sync(self, conn: sqlite3.Connection, key: ThreadKey, r: RunRecord) -> RunRecord:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            if conn.execute(q.RUN_FOREIGN, (key.thread_id, key.user_id)).fetchone() is not None:
+                raise forbidden(key.thread_id)
+            conn.execute(
+                q.RUN_INSERT,
+                (r.thread_id, r.run_id, r.owner, r.input, r.config, r.created_at, r.updated_at),
+            )
+            row = conn.execute(q.RUN_GET, (r.thread_id, r.run_id, key.user_id)).fetchone()
+        return self._run_record(row)
+
+    async def run_get(self, key: ThreadKey, run_id: str) -> RunRecord | None:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_get`."""
+        rows = await self._run(self._run_rows_sync, q.RUN_GET, (key.thread_id, run_id, key.user_id))
+        return rows[0] if rows else None
+
+    async def run_list(
+        self, user_id: str, *, status: str = "", thread_id: str = "", limit: int = 100
+    ) -> list[RunRecord]:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_list`."""
+        return await self._run(self._run_rows_sync, q.RUN_LIST, (user_id, status, thread_id, limit))
+
+    async def run_open(self, limit: int) -> list[RunRecord]:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_open`."""
+        return await self._run(self._run_rows_sync, q.RUN_OPEN, (limit,))
+
+    def _run_rows_sync(
+        self, conn: sqlite3.Connection, query: str, params: tuple[Any, ...]
+    ) -> list[RunRecord]:
+        with self._transaction(conn, q.BEGIN_READ):
+            return [self._run_record(row) for row in conn.execute(query, params).fetchall()]
+
+    async def run_update(
+        self, record: RunRecord, *, expect_status: str, expect_attempts: int, notify: bool = False
+    ) -> bool:
+        """See :meth:`tenxgraph.storage.runs.RunStore.run_update` (``notify``: SQLite has no
+        notifications; the workers' sweep finds the run)."""
+        return await self._run(self._run_update_sync, record, expect_status, expect_attempts)
+
+    def _run_update_sync(
+        self, conn: sqlite3.Connection, r: RunRecord, expect_status: str, expect_attempts: int
+    ) -> bool:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            cur = conn.execute(
+                q.RUN_UPDATE,
+                (
+                    r.status,
+                    r.attempts,
+                    r.crashes,
+                    r.holder,
+                    r.worker,
+                    r.last_error,
+                    r.output,
+                    r.updated_at,
+                    r.thread_id,
+                    r.run_id,
+                    expect_status,
+                    expect_attempts,
+                ),
+            )
+            return cur.rowcount == 1
 
     # -- generic cache values (10xGraph's cache methods; never read by a run) --------------------
     async def kv_put(self, namespace: str, key: str, value: bytes, ttl_s: float | None) -> None:

@@ -82,6 +82,9 @@ class SPAN:
     TOOL = "execute_tool"  # GenAI convention (development status)
     AGENT = "invoke_agent"  # GenAI convention (development status)
     SETUP = "tenxgraph.setup"  # schema creation / migration
+    RUN_SUBMIT = "tenxgraph.run.submit"  # asubmit: record a background run
+    RUN_EXECUTE = "tenxgraph.run.execute"  # a worker's attempt at a background run
+    RUN_RECOVER = "tenxgraph.run.recover"  # a worker takes over a cut-off background run
 
 
 class ATTR:
@@ -113,6 +116,8 @@ class ATTR:
     TOOL_CALL_ID = "gen_ai.tool.call.id"
     REPLAYED = "tenxgraph.node.replayed"
     ROWS_SKIPPED = "tenxgraph.rows.skipped"
+    RUN_ATTEMPT = "tenxgraph.run.attempt"
+    RUN_STATUS = "tenxgraph.run.status"
 
 
 class EVENT:
@@ -141,6 +146,12 @@ class METRIC:
     LEDGER_HITS = "tenxgraph.ledger.hits"
     REPLAYED_NODES = "tenxgraph.nodes.replayed"
     LEDGER_READ_FALLBACKS = "tenxgraph.ledger.read_fallbacks"
+    RUNS_SUBMITTED = "tenxgraph.runs.submitted"
+    RUNS_RECOVERED = "tenxgraph.runs.recovered"
+    RUNS_RETRIED = "tenxgraph.runs.retried"
+    RUNS_POISONED = "tenxgraph.runs.poisoned"
+    RUNS_FINISHED = "tenxgraph.runs.finished"
+    RECOVERY_DELAY = "tenxgraph.runs.recovery.delay"
     # BackgroundTaskManager (tenxgraph.utils.background_task_manager): 10xGraph's names.
     TASKS_CREATED = "background_task_manager.tasks_created"
     TASKS_COMPLETED = "background_task_manager.tasks_completed"
@@ -208,6 +219,26 @@ METRICS: dict[str, MetricSpec] = {
         "{call}",
         "tool calls run again because the ledger could not be read (after retrying)",
         (ATTR.TOOL_NAME, ATTR.ERROR_TYPE),
+    ),
+    METRIC.RUNS_SUBMITTED: MetricSpec("counter", "{run}", "background runs submitted", ()),
+    METRIC.RUNS_RECOVERED: MetricSpec(
+        "counter", "{run}", "cut-off background runs taken over by a worker", ()
+    ),
+    METRIC.RUNS_RETRIED: MetricSpec(
+        "counter", "{run}", "background runs put back to pending by an operator (runs retry)", ()
+    ),
+    METRIC.RUNS_POISONED: MetricSpec(
+        "counter", "{run}", "background runs marked error after crashing max_crashes workers", ()
+    ),
+    METRIC.RUNS_FINISHED: MetricSpec(
+        "counter", "{run}", "background runs a worker brought to a final status", (ATTR.RUN_STATUS,)
+    ),
+    METRIC.RECOVERY_DELAY: MetricSpec(
+        "histogram",
+        "s",
+        "seconds from a cut-off attempt's claim to its take-over by a worker: an upper bound of "
+        "the time from the crash (it includes how long the attempt ran)",
+        (),
     ),
     METRIC.TASKS_CREATED: MetricSpec("counter", "{task}", "background tasks started", ()),
     METRIC.TASKS_COMPLETED: MetricSpec(

@@ -31,6 +31,7 @@ THREAD_TABLES = (
     "stop_requests",
     "thread_leases",
     "lease_waiters",
+    "runs",
 )
 
 #: Statements that are not about one thread (listing, setup, catalog probes).
@@ -46,6 +47,8 @@ NOT_PER_THREAD = {
     "MIGRATION_LOCK",
     "MIGRATION_VERSION",
     "MIGRATION_RECORD",
+    "RUN_LIST",
+    "RUN_OPEN",
 }
 PER_THREAD = sorted(set(_sql.ALL_STATEMENTS) - NOT_PER_THREAD)
 
@@ -84,6 +87,19 @@ SAMPLE: dict[str, Any] = {
     "src_version": 1,
     "copy_starts": [1],
     "copy_ends": [3],
+    "run_id": "r1",
+    "input": b"null",
+    "config": b"{}",
+    "now": 1.0,
+    "channel": "tenxgraph_runs_test",
+    "attempts": 1,
+    "crashes": 0,
+    "worker": "w",
+    "last_error": "",
+    "output": None,
+    "expect_status": "pending",
+    "expect_attempts": 0,
+    "notify": False,
     # the run lease (tenxgraph.storage._lease_sql): a fence is given so that the fenced branch
     # of the checkpoint writes is planned too
     "fence": 1,

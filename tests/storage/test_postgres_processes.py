@@ -278,15 +278,15 @@ def test_setup_from_several_processes_at_once(
         assert outcomes == ["ok"] * 4
         assert _rows(
             pg_dsn, f'SELECT version FROM "{schema}".tenxgraph_migrations ORDER BY version'
-        ) == [(1,), (2,), (3,), (4,), (5,), (6,)]
+        ) == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
         tables = _rows(
             pg_dsn,
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s",
             schema,
         )
-        # eight tables; in the partitioned layout also 3 partitions of each of the 7
+        # nine tables; in the partitioned layout also 3 partitions of each of the 8
         # thread-keyed
-        assert tables == [(8 + 7 * (partitions or 0),)]
+        assert tables == [(9 + 8 * (partitions or 0),)]
     finally:
         for p in procs:
             if p.is_alive():

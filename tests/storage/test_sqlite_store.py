@@ -70,7 +70,7 @@ async def append_n(store: SqliteStore, n: int, limit: int | None = None, start: 
 
 
 # -- schema ---------------------------------------------------------------------------------------
-async def test_schema_has_versions_1_to_6_and_the_documented_tables(
+async def test_schema_has_versions_1_to_7_and_the_documented_tables(
     store: SqliteStore, db: str
 ) -> None:
     with raw(db) as c:
@@ -81,6 +81,7 @@ async def test_schema_has_versions_1_to_6_and_the_documented_tables(
             4,
             5,
             6,
+            7,
         ]
         cols = {
             t: [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
@@ -93,6 +94,7 @@ async def test_schema_has_versions_1_to_6_and_the_documented_tables(
                 "cache_values",
                 "thread_leases",
                 "lease_waiters",
+                "runs",
             )
         }
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -111,7 +113,11 @@ async def test_schema_has_versions_1_to_6_and_the_documented_tables(
     assert cols["cache_values"] == ["namespace", "key", "value", "expires_at"]
     assert cols["thread_leases"] == ["thread_id", "owner", "holder", "fence", "expires_at"]
     assert cols["lease_waiters"] == ["thread_id", "waiter", "arrived_at", "seen_at"]
-    assert q.LATEST_SCHEMA_VERSION == 6
+    assert cols["runs"] == [
+        "thread_id", "run_id", "owner", "status", "input", "config", "attempts", "crashes",
+        "holder", "worker", "last_error", "output", "created_at", "updated_at",
+    ]  # fmt: skip
+    assert q.LATEST_SCHEMA_VERSION == 7
 
 
 async def test_setup_is_idempotent_across_stores(db: str) -> None:
@@ -124,7 +130,7 @@ async def test_setup_is_idempotent_across_stores(db: str) -> None:
     for st in stores:
         await st.aclose()
     with raw(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 6
+        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 7
 
 
 async def test_a_newer_schema_is_refused(db: str) -> None:

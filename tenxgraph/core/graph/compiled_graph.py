@@ -84,6 +84,8 @@ def _fresh_copy(value: Any, memo: dict[int, Any]) -> Any:
 
 if TYPE_CHECKING:
     from tenxgraph.core._lifecycle import LifecycleHooks
+    from tenxgraph.core._recovery import Recovery
+    from tenxgraph.core.runs import RunInfo
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateSnapshot
 
     from .state_graph import StateGraph
@@ -350,12 +352,23 @@ class CompiledGraph(Generic[StateT]):
         its first node boundary ``STOP_POLL_S`` (1 s) or more after its previous check of the
         store (see ``docs/guarantees.md``).
 
+        A ``config["run_id"]`` naming a background run (``asubmit``) cancels that run: a
+        pending one ends ``cancelled`` at once (the answer adds ``"run_status"``), a running one
+        is stopped as above and its worker records it ``cancelled``.
+
         Returns:
             ``{"ok": True, "running": bool}``: ``running`` tells whether a run of this thread
             is under way in this process or recorded as running in the store.
         """
         cfg = dict(config)
         normalize_config(cfg, new_run=False)
+        # -- background runs: config["run_id"] naming a submitted run cancels that run
+        if cfg.get("run_id") and self.checkpointer.store is not None:
+            from tenxgraph.core import runs as _runs
+
+            bg = await _runs.cancel(self, cfg)
+            if bg is not None and bg.status != "running":
+                return {"ok": True, "running": False, "run_status": bg.status}
         key = self.checkpointer.key_for(cfg)
         now = time.time()
         running = key in self._running
@@ -414,6 +427,97 @@ class CompiledGraph(Generic[StateT]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    # -- background runs (tenxgraph.core.runs, tenxgraph.core._recovery) ------------------------
+    async def asubmit(
+        self, input_data: dict[str, Any] | None, config: dict[str, Any] | None = None
+    ) -> RunInfo:
+        """Record a background run and return at once; a worker (``tenxgraph worker``, or
+        ``async with app.recovery()``) runs it. Durable when this returns: a crash after that
+        never loses it (docs/how-to/background-runs.md).
+
+        Args:
+            input_data: as for :meth:`ainvoke` (JSON-encodable; messages keep their ids).
+            config: as for :meth:`ainvoke`; a ``run_id`` given here makes the submit
+                idempotent (the same id returns the recorded run). ``multitask_strategy`` is
+                not kept: a thread's background runs run one at a time, in submission order.
+
+        Returns:
+            The run (status ``pending``, or the recorded one for a known ``run_id``).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for a bad config, or a checkpointer without a built-in
+                store; before anything is written.
+            ValidationError: ``VALIDATION_000`` for an input that is not JSON-encodable.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        from tenxgraph.core import runs as _runs
+
+        return await _runs.asubmit(self, input_data, config)
+
+    def submit(
+        self, input_data: dict[str, Any] | None, config: dict[str, Any] | None = None
+    ) -> RunInfo:
+        """Sync twin of :meth:`asubmit`."""
+        return run_sync(self.asubmit, input_data, config, sync_name="submit", async_name="asubmit")
+
+    async def aget_run(self, config: dict[str, Any], run_id: str) -> RunInfo:
+        """The background run ``run_id`` of the config's thread and user, as it stands.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when there is none (another
+                user's run reads as missing).
+        """
+        from tenxgraph.core import runs as _runs
+
+        return await _runs.aget_run(self, config, run_id)
+
+    def get_run(self, config: dict[str, Any], run_id: str) -> RunInfo:
+        """Sync twin of :meth:`aget_run`."""
+        return run_sync(self.aget_run, config, run_id, sync_name="get_run", async_name="aget_run")
+
+    async def ajoin(
+        self,
+        config: dict[str, Any],
+        run_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - the issue's API
+    ) -> RunInfo:
+        """Wait until the background run reaches a final status (``completed``,
+        ``interrupted``, ``error``, ``cancelled``) and return it (``result`` holds its
+        answer). The store is read every 10 ms at first, backing off to 250 ms.
+
+        Args:
+            config: the run's thread and user.
+            run_id: the run.
+            timeout: seconds to wait at most (``None``: no limit).
+
+        Raises:
+            RunJoinTimeoutError: ``RUN_JOIN_TIMEOUT_001`` when ``timeout`` passed first (the
+                run goes on).
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when there is no such run.
+        """
+        from tenxgraph.core import runs as _runs
+
+        return await _runs.ajoin(self, config, run_id, timeout)
+
+    def join(self, config: dict[str, Any], run_id: str, timeout: float | None = None) -> RunInfo:
+        """Sync twin of :meth:`ajoin`."""
+        return run_sync(self.ajoin, config, run_id, timeout, sync_name="join", async_name="ajoin")
+
+    def recovery(self, **options: Any) -> Recovery:
+        """The recovery loop of this graph, as an async context manager: while entered, this
+        process runs submitted runs and finishes cut-off ones (``async with
+        app.recovery(concurrency=4): ...``). Options: see
+        :class:`tenxgraph.core._recovery.Recovery` (``concurrency``, ``sweep_interval_s``,
+        ``max_crashes``, ``worker_id``, ``listen``, ``listen_dsn``).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` for a bad option or a checkpointer without a built-in
+                store.
+        """
+        from tenxgraph.core._recovery import Recovery
+
+        return Recovery(self, **options)
 
     # -- state access (beyond 10xGraph) ----------------------------------------------------------
     async def aget_state(

@@ -1,0 +1,370 @@
+"""Background runs: submit a run, read its status, wait for it, cancel it.
+
+The user's view is the "Background runs and workers" page (docs/how-to/background-runs.md);
+``CompiledGraph.asubmit`` / ``aget_run`` / ``ajoin`` / ``astop`` call the functions here. A
+submitted run is one row of the store's ``runs`` table (:class:`tenxgraph.run_records.RunRecord`,
+schema version 7), durable when :func:`asubmit` returns; a worker (:mod:`tenxgraph.core._recovery`,
+``tenxgraph worker``) runs it.
+
+Decisions:
+
+* The input is encoded when submitted (messages as JSON with their ``message_id``, so every
+  attempt sends the same ids and a retry of a turn is recognised, docs/idempotent-turns.md); a
+  value that JSON cannot hold is refused before anything is written.
+* The config keeps its JSON-able keys; the runtime's own (``_checkpoint_version``, ...) and
+  ``multitask_strategy`` are dropped: the worker runs each submitted run under the thread's
+  run lease, one run of a thread at a time, in submission order.
+* A ``run_id`` given in the config makes the submit idempotent: submitting the same id again
+  returns the recorded run (whatever the new input).
+* The result kept is the ``LOW`` one (``messages``, and ``interrupted`` / ``interrupt`` for a
+  paused run); a run recovered after a crash reports the whole turn's answer when its input was
+  made of messages alone (the idempotent-turn path), else the messages of the attempt that
+  finished it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import orjson
+from pydantic import BaseModel
+
+from tenxgraph.core.exceptions import (
+    ConfigError,
+    ResourceNotFoundError,
+    RunJoinTimeoutError,
+    StorageError,
+    ValidationError,
+)
+from tenxgraph.core.state import Message
+from tenxgraph.run_records import FINAL_STATUSES, RunRecord
+from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, span
+
+if TYPE_CHECKING:
+    from tenxgraph.core.graph.compiled_graph import CompiledGraph
+    from tenxgraph.records import ThreadKey
+    from tenxgraph.storage.runs import RunStore
+
+__all__ = [
+    "RunInfo",
+    "aget_run",
+    "ajoin",
+    "asubmit",
+    "cancel",
+    "decode_config",
+    "decode_input",
+    "encode_output",
+    "retry_run",
+    "run_store",
+]
+
+#: Config keys written by the runtime, or decided by the worker, never stored with a run.
+_DROPPED_KEYS = frozenset(
+    {
+        "_checkpoint_version",
+        "_run_id_auto",
+        "_timestamp_auto",
+        "_lease_holder",
+        "timestamp",
+        "run_id",
+        "multitask_strategy",
+    }
+)
+#: First and longest pause (seconds) between two reads of a joined run's status.
+JOIN_POLL_MIN_S = 0.01
+JOIN_POLL_MAX_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """A submitted run as its owner sees it.
+
+    Attributes:
+        run_id: the run's id.
+        thread_id: its thread.
+        status: ``pending``, ``running``, ``interrupted``, ``completed``, ``error`` or
+            ``cancelled``.
+        attempts: how many times a worker started it (recoveries included).
+        last_error: the last failure (``"CODE: message"``), ``""`` when none.
+        result: once ``completed`` or ``interrupted``: ``{"messages": [Message, ...]}`` plus
+            ``"interrupted"`` / ``"interrupt"`` for a paused run (``ainvoke``'s ``LOW`` result);
+            else ``None``.
+        created_at: submission time, UNIX seconds.
+        updated_at: time of its last change, UNIX seconds.
+    """
+
+    run_id: str
+    thread_id: str
+    status: str
+    attempts: int
+    last_error: str
+    result: dict[str, Any] | None
+    created_at: float
+    updated_at: float
+
+    @property
+    def done(self) -> bool:
+        """Whether the run reached a status it never leaves (``interrupted`` included)."""
+        return self.status in FINAL_STATUSES
+
+
+def run_store(app: CompiledGraph[Any]) -> RunStore:
+    """The graph's store as a :class:`~tenxgraph.storage.runs.RunStore`.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` when the checkpointer has no built-in store (a custom
+            checkpointer keeps no runs).
+    """
+    store = app.checkpointer.store
+    if store is None or not callable(getattr(store, "run_insert", None)):
+        raise ConfigError(
+            f"background runs need a built-in store (InMemoryCheckpointer, SqliteCheckpointer "
+            f"or PgCheckpointer); {type(app.checkpointer).__name__} keeps no runs",
+            context={"key": "checkpointer"},
+        )
+    return cast("RunStore", store)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(type(value).__name__)
+
+
+def _encode(value: Any, what: str) -> bytes:
+    try:
+        return orjson.dumps(value, default=_json_default)
+    except TypeError as exc:
+        raise ValidationError(
+            f"the {what} of a background run must be JSON-encodable (it is stored until a "
+            f"worker runs it): {exc}",
+            context={"field": what, "reason": str(exc)},
+        ) from None
+
+
+def _encode_input(input_data: dict[str, Any] | None) -> bytes:
+    if input_data is None:
+        return b"null"
+    if not isinstance(input_data, dict):
+        raise ValidationError(
+            f"the input of a run must be a dict or None, not {type(input_data).__name__}",
+            context={"field": "input", "reason": "not a dict"},
+        )
+    data = dict(input_data)
+    if "messages" in data:
+        msgs = data["messages"]
+        if not isinstance(msgs, list):
+            raise ValidationError(
+                "input['messages'] must be a list of messages",
+                context={"field": "messages", "reason": "not a list"},
+            )
+        # Fixed here, with their ids, so every attempt sends the same messages.
+        data["messages"] = [
+            (m if isinstance(m, Message) else Message.model_validate(m)).model_dump(mode="json")
+            for m in msgs
+        ]
+    return _encode(data, "input")
+
+
+def decode_input(raw: bytes) -> dict[str, Any] | None:
+    """The stored input of a run, its messages rebuilt as :class:`Message` objects."""
+    data = orjson.loads(raw)
+    if data is None:
+        return None
+    if "messages" in data:
+        data["messages"] = [Message.model_validate(m) for m in data["messages"]]
+    return cast("dict[str, Any]", data)
+
+
+def decode_config(raw: bytes) -> dict[str, Any]:
+    """The stored config of a run (JSON-able keys, without the runtime's own)."""
+    return cast("dict[str, Any]", orjson.loads(raw))
+
+
+def encode_output(result: dict[str, Any]) -> bytes:
+    """The ``LOW`` part of an ``ainvoke`` result, encoded for the run's row."""
+    keep = {
+        k: result[k]
+        for k in ("messages", "interrupted", "interrupt", "already_processed")
+        if k in result
+    }
+    return orjson.dumps(keep, default=_json_default)
+
+
+def _info(r: RunRecord) -> RunInfo:
+    result: dict[str, Any] | None = None
+    if r.output is not None:
+        result = orjson.loads(r.output)
+        assert result is not None
+        result["messages"] = [Message.model_validate(m) for m in result.get("messages", [])]
+    return RunInfo(
+        r.run_id,
+        r.thread_id,
+        r.status,
+        r.attempts,
+        r.last_error,
+        result,
+        r.created_at,
+        r.updated_at,
+    )
+
+
+async def asubmit(
+    app: CompiledGraph[Any], input_data: dict[str, Any] | None, config: dict[str, Any] | None
+) -> RunInfo:
+    """Record a background run; see ``CompiledGraph.asubmit``."""
+    from tenxgraph.core.graph._ids import prepare_run_config
+
+    cfg = dict(config) if config is not None else {}
+    rc = await prepare_run_config(cfg, app.id_generator)
+    stored_cfg = {k: v for k, v in cfg.items() if k not in _DROPPED_KEYS}
+    now = time.time()
+    key = app.checkpointer.key_for(rc.raw)
+    record = RunRecord(
+        run_id=rc.run_id,
+        thread_id=rc.thread_id,
+        owner=key.user_id,
+        status="pending",
+        input=_encode_input(input_data),
+        config=_encode(stored_cfg, "config"),
+        created_at=now,
+        updated_at=now,
+    )
+    store = run_store(app)
+    await app.checkpointer._ensure_setup()  # noqa: SLF001 - the lazy setup every call runs
+    with span(SPAN.RUN_SUBMIT, attributes={ATTR.THREAD_ID: rc.thread_id, ATTR.RUN_ID: rc.run_id}):
+        stored = await store.run_insert(key, record)
+    if stored is record:
+        counter(METRIC.RUNS_SUBMITTED, "{run}", "background runs submitted").add(1)
+    return _info(stored)
+
+
+async def aget_run(app: CompiledGraph[Any], config: dict[str, Any], run_id: str) -> RunInfo:
+    """A background run of the config's thread and user; see ``CompiledGraph.aget_run``."""
+    from tenxgraph.core.config import normalize_config
+
+    cfg = dict(config)
+    rc = normalize_config(cfg, new_run=False)
+    await app.checkpointer._ensure_setup()  # noqa: SLF001 - the lazy setup every call runs
+    found = await run_store(app).run_get(app.checkpointer.key_for(rc.raw), str(run_id))
+    if found is None:
+        raise ResourceNotFoundError(
+            f"no background run {run_id!r} on thread {rc.thread_id!r} for this user",
+            context={"thread_id": rc.thread_id, "run_id": str(run_id)},
+        )
+    return _info(found)
+
+
+async def ajoin(
+    app: CompiledGraph[Any],
+    config: dict[str, Any],
+    run_id: str,
+    timeout: float | None,  # noqa: ASYNC109 - the documented API (CompiledGraph.ajoin)
+) -> RunInfo:
+    """Wait for a background run to reach a final status; see ``CompiledGraph.ajoin``."""
+    info = await aget_run(app, config, run_id)
+    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    pause = JOIN_POLL_MIN_S
+    while not info.done:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            raise RunJoinTimeoutError(
+                f"background run {run_id!r} is still {info.status} after {timeout} s; it goes "
+                "on: join again, or stop it with astop",
+                context={
+                    "thread_id": info.thread_id,
+                    "run_id": info.run_id,
+                    "status": info.status,
+                    "timeout_s": timeout,
+                },
+            )
+        await anyio.sleep(pause if deadline is None else min(pause, max(0.0, deadline - now)))
+        pause = min(pause * 2, JOIN_POLL_MAX_S)
+        info = await aget_run(app, config, run_id)
+    return info
+
+
+async def cancel(app: CompiledGraph[Any], config: dict[str, Any]) -> RunInfo | None:
+    """Cancel the background run named by ``config["run_id"]``, if it is one.
+
+    A ``pending`` run ends ``cancelled`` at once; a ``running`` one gets the thread's durable
+    stop request (its worker stops it at the next node boundary and records ``cancelled``;
+    a recovering worker honours it before starting). Final runs are left as they are.
+
+    Returns:
+        The run as it stands after the request, or ``None`` when ``config["run_id"]`` names no
+        background run of this thread and user (the caller then stops the thread as usual).
+    """
+    run_id = config.get("run_id")
+    if not run_id:
+        return None
+    try:
+        info = await aget_run(app, config, str(run_id))
+    except (ResourceNotFoundError, ConfigError):
+        return None
+    except StorageError:
+        raise
+    store = run_store(app)
+    for _ in range(8):
+        if info.status != "pending":
+            break
+        cur = await store.run_get(app.checkpointer._key(dict(config)), info.run_id)  # noqa: SLF001
+        if cur is None:
+            return None
+        moved = await store.run_update(
+            dataclasses.replace(cur, status="cancelled", updated_at=time.time()),
+            expect_status=cur.status,
+            expect_attempts=cur.attempts,
+            notify=True,
+        )
+        info = await aget_run(app, config, info.run_id)
+        if moved:
+            break
+    return info
+
+
+async def retry_run(store: RunStore, key: ThreadKey, run_id: str) -> RunRecord:
+    """Put a run that ended ``error`` or ``cancelled`` back to ``pending`` (``crashes`` reset,
+    ``last_error`` kept until the next attempt ends); a worker picks it up. ``tenxgraph runs
+    retry`` calls this.
+
+    Args:
+        store: the store holding the run.
+        key: its thread and owner scope.
+        run_id: the run.
+
+    Returns:
+        The run as stored after the change.
+
+    Raises:
+        ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when there is no such run.
+        ValidationError: ``VALIDATION_000`` when the run is not ``error`` or ``cancelled``
+            (or moved meanwhile).
+    """
+    cur = await store.run_get(key, run_id)
+    if cur is None:
+        raise ResourceNotFoundError(
+            f"no background run {run_id!r} on thread {key.thread_id!r} for this user",
+            context={"thread_id": key.thread_id, "run_id": run_id},
+        )
+    if cur.status not in ("error", "cancelled"):
+        raise ValidationError(
+            f"run {run_id!r} is {cur.status}; only error and cancelled runs can be retried",
+            context={"field": "status", "reason": cur.status},
+        )
+    back = dataclasses.replace(
+        cur, status="pending", crashes=0, output=None, updated_at=time.time()
+    )
+    if not await store.run_update(
+        back, expect_status=cur.status, expect_attempts=cur.attempts, notify=True
+    ):
+        raise ValidationError(
+            f"run {run_id!r} changed while being retried; look at it again",
+            context={"field": "status", "reason": "moved"},
+        )
+    counter(METRIC.RUNS_RETRIED).add(1)
+    return back

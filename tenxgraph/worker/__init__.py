@@ -1,0 +1,124 @@
+"""``tenxgraph worker``: a process that runs submitted (background) runs and recovers cut-off
+ones, until SIGTERM or SIGINT.
+
+It sits above ``tenxgraph.core`` (nothing below imports it): it loads a graph (``--config
+10xgraph.json`` through :mod:`tenxgraph.appconfig`, or ``--graph module:attr``), optionally
+points it at another store (``--dsn``, ``--redis-url``), and enters the graph's recovery loop
+(:class:`tenxgraph.core._recovery.Recovery`) with ``--concurrency`` slots. On SIGTERM / SIGINT
+it stops taking runs, cancels the attempts in flight (each goes back to ``pending``, not
+counted as a crash) and exits 0. The user's view: docs/how-to/background-runs.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any
+
+import anyio
+
+from tenxgraph.core.exceptions import ConfigError
+
+__all__ = ["add_worker_parser", "load_app", "run_worker", "worker_main"]
+
+log = logging.getLogger("tenxgraph.worker")
+
+
+def add_worker_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``worker`` subcommand to the ``tenxgraph`` command's subparsers.
+
+    Args:
+        sub: the ``argparse`` subparsers action of the ``tenxgraph`` parser.
+
+    Returns:
+        The ``worker`` parser.
+    """
+    w: argparse.ArgumentParser = sub.add_parser(
+        "worker",
+        help="run submitted background runs and recover cut-off ones",
+        description="A long-running process that runs the runs submitted with app.asubmit() "
+        "and finishes runs cut off by a crash, exactly once across workers. Stops on "
+        "SIGTERM / SIGINT (runs in flight go back to pending).",
+    )
+    src = w.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="deployment config file (10xgraph.json / agentflow.json)")
+    src.add_argument("--graph", help="the compiled graph as module:attr")
+    w.add_argument("--dsn", help="PostgreSQL DSN replacing the graph's checkpointer")
+    w.add_argument("--redis-url", help="Redis cache URL (with --dsn)")
+    w.add_argument("--schema", default=None, help="Postgres schema (with --dsn; default public)")
+    w.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
+    w.add_argument(
+        "--sweep-interval", type=float, default=1.0, help="seconds between sweeps (default 1)"
+    )
+    w.add_argument(
+        "--max-crashes",
+        type=int,
+        default=3,
+        help="crashes in a row after which a run is marked error (default 3)",
+    )
+    w.add_argument(
+        "--listen-dsn",
+        default=None,
+        help="direct Postgres DSN for LISTEN when --dsn goes through PgBouncer (transaction mode)",
+    )
+    w.add_argument("--no-listen", action="store_true", help="sweep only (no LISTEN/NOTIFY)")
+    w.add_argument("--worker-id", default=None, help="this worker's name in the runs' rows")
+    return w
+
+
+async def load_app(args: argparse.Namespace) -> Any:
+    """The compiled graph the arguments name, on the store they name.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` when the graph cannot be loaded, or ``--redis-url`` /
+            ``--schema`` are given without ``--dsn``.
+    """
+    from tenxgraph.appconfig import load_config, load_graph
+
+    app = await load_graph(load_config(args.config) if args.config else args.graph)
+    if args.dsn is None:
+        for flag, value in (("--redis-url", args.redis_url), ("--schema", args.schema)):
+            if value is not None:
+                raise ConfigError(f"{flag} needs --dsn", context={"key": flag})
+        return app
+    from tenxgraph.storage.checkpointer import PgCheckpointer
+
+    cp: Any = PgCheckpointer(
+        postgres_dsn=args.dsn, redis_url=args.redis_url, schema=args.schema or "public"
+    )
+    cp.state_class = app.state_class
+    app.checkpointer = cp
+    return app
+
+
+async def run_worker(app: Any, args: argparse.Namespace) -> int:
+    """Run the recovery loop of ``app`` until SIGTERM / SIGINT; returns the exit code (0)."""
+    options: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "sweep_interval_s": args.sweep_interval,
+        "max_crashes": args.max_crashes,
+        "listen": not args.no_listen,
+        "listen_dsn": args.listen_dsn,
+    }
+    if args.worker_id:
+        options["worker_id"] = args.worker_id
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with app.recovery(**options) as rec:
+            print(f"tenxgraph worker {rec.worker_id} ready", file=sys.stderr, flush=True)
+            async for _ in signals:
+                break
+        print(f"tenxgraph worker {rec.worker_id} stopped: {rec.stats}", file=sys.stderr, flush=True)
+    await app.aclose()
+    return 0
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    """The ``tenxgraph worker`` command (asyncio event loop)."""
+
+    async def go() -> int:
+        app = await load_app(args)
+        return await run_worker(app, args)
+
+    return anyio.run(go)
