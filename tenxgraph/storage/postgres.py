@@ -46,6 +46,7 @@ async call, inside the running loop. A call from another event loop (e.g. a seco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import hashlib
@@ -53,7 +54,9 @@ import inspect
 import logging
 import math
 import operator
+import os
 import re
+import socket
 import time
 import weakref
 from collections.abc import Generator, Sequence
@@ -106,7 +109,16 @@ from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, enabled, span
 
-__all__ = ["DEFAULT_POOL_CONFIG", "POOLERS", "PostgresStore", "normalize_dsn"]
+__all__ = [
+    "CHECK_TIMEOUT_S",
+    "DEFAULT_ANSWER_TIMEOUT_S",
+    "DEFAULT_POOL_CONFIG",
+    "POOLERS",
+    "TCP_KEEPALIVES",
+    "PostgresStore",
+    "check_answer_timeout",
+    "normalize_dsn",
+]
 
 logger = logging.getLogger("tenxgraph.postgres")
 
@@ -122,6 +134,8 @@ POOLERS = ("auto", "pgbouncer", None)
 #: Seconds the read-back after an ambiguous commit may take in all (every try, connection waits
 #: included, whatever the pool's ``timeout``) before ``CommitOutcomeUnknownError``.
 READ_BACK_BUDGET_S = 5.0
+#: Default of ``answer_timeout_s``: seconds a statement may wait for the server's answer.
+DEFAULT_ANSWER_TIMEOUT_S = 10.0
 
 _PREPARED_LOST = frozenset({"26000", "42P05"})
 
@@ -223,6 +237,15 @@ class PostgresStore:
             application's own.
         connect_timeout_s: seconds allowed to establish one connection (libpq
             ``connect_timeout``, rounded up to whole seconds, at least 2).
+        answer_timeout_s: seconds a statement of the store may wait for the server's answer
+            (default 10; ``None``: forever). Past it the connection is shut down and the call
+            fails as on a lost connection: a read with ``TransientStorageError``, a
+            checkpoint write by reading its outcome back (``READ_BACK_BUDGET_S``), so a
+            black-holed connection (no packet in either direction) ends a write within
+            ``answer_timeout_s + CHECK_TIMEOUT_S + READ_BACK_BUDGET_S`` (10 + 2 + 5 s by
+            default), committed or ``CommitOutcomeUnknownError``. The store's connections also get TCP keepalives
+            (libpq ``keepalives_idle`` 30 s, ``keepalives_interval`` 10 s,
+            ``keepalives_count`` 3) unless the DSN or ``pool_config["kwargs"]`` sets them.
         pooler: what sits between the store and Postgres. ``"auto"`` (default): the first
             connection compares the backend process id the server reports
             (``pg_backend_pid()``) with the one the connection was given at startup; they
@@ -272,7 +295,9 @@ class PostgresStore:
         connect_timeout_s: float = 5.0,
         pooler: str | None = "auto",
         partitions: int | None = None,
+        answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
     ) -> None:
+        self.answer_timeout_s = check_answer_timeout(answer_timeout_s)
         if pooler not in POOLERS:
             raise ConfigError(
                 f"pooler must be one of {list(POOLERS)}, got {pooler!r}",
@@ -409,6 +434,10 @@ class PostgresStore:
         }
         if "application_name" not in params:
             conn_kwargs["application_name"] = "tenxgraph"
+        # A dead peer or a black-holed route is noticed by the kernel (idle connections in
+        # the pool too), not only by the answer timeout of a statement in flight.
+        if not any(k.startswith("keepalives") for k in params):
+            conn_kwargs.update(TCP_KEEPALIVES)
         conn_kwargs.update(cfg.pop("kwargs", None) or {})
         cfg["max_size"] = max(int(cfg["max_size"]), int(cfg["min_size"]))
         return cfg, conn_kwargs
@@ -436,6 +465,12 @@ class PostgresStore:
             pool = AsyncConnectionPool(
                 self._dsn or "", kwargs=dict(self._conn_kwargs), open=False, **self._pool_args
             )
+            if self.answer_timeout_s is not None:
+                # pool.check() (the error path's sweep of idle connections) probes each one
+                # with an empty query: bounded too, or a black-holed idle connection hangs it.
+                pool.check_connection = _bounded_check(  # type: ignore[method-assign]  # instance override of psycopg_pool's static probe
+                    min(self.answer_timeout_s, CHECK_TIMEOUT_S)
+                )
             # Tasks of the store (the guard, the pool's workers) start in an empty context:
             # one copied from the caller would hold the caller's run, hence the checkpointer,
             # and keep an unclosed store alive forever.
@@ -542,6 +577,7 @@ class PostgresStore:
                 # itself (autocommit), so the context's extra commit() check is not needed;
                 # putconn still rolls back or discards a connection left in a bad state.
                 conn = await (pool.getconn() if wait_s is None else pool.getconn(timeout=wait_s))
+                watchdog = _AnswerWatchdog.arm(conn, self.answer_timeout_s)
                 try:
                     if self.unprepared and conn.prepare_threshold is not None:
                         conn.prepare_threshold = None
@@ -562,8 +598,16 @@ class PostgresStore:
                         return []
                     return await cur.fetchall()
                 finally:
+                    if watchdog is not None:
+                        watchdog.disarm()
                     await pool.putconn(conn)
-            except psycopg.Error as exc:
+            except psycopg.Error as raw:
+                exc = raw
+                if watchdog is not None and watchdog.fired:
+                    exc = psycopg.OperationalError(
+                        f"no answer from the server within answer_timeout_s="
+                        f"{self.answer_timeout_s} s (the connection was shut down)"
+                    )
                 gone = _connection_gone(exc)
                 if gone:
                     await _check_pool(pool)
@@ -1937,6 +1981,75 @@ def _maybe_sent(exc: StorageError) -> bool:
     return bool(getattr(exc, "_tx_maybe_sent", False))
 
 
+#: libpq TCP keepalive settings given to the store's connections unless the DSN sets its own.
+TCP_KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+
+
+def check_answer_timeout(value: Any) -> float | None:
+    """``answer_timeout_s`` checked: a positive number of seconds, or ``None``.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` for anything else.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(
+            f"answer_timeout_s must be a positive number of seconds or None, got {value!r}",
+            context={"key": "answer_timeout_s"},
+        )
+    return float(value)
+
+
+class _AnswerWatchdog:
+    """Shuts a connection's socket down when a statement gets no answer in time.
+
+    Shutting the socket down (rather than closing the descriptor) wakes whatever waits on it,
+    libpq's read sees the end of the stream, and the statement fails as on a lost connection:
+    no server-side cancel is attempted (it could not get through either), the pool discards
+    the connection, and a write reads its outcome back. One timer per statement
+    (``loop.call_later``), cancelled when the answer comes.
+    """
+
+    __slots__ = ("_handle", "fired")
+
+    def __init__(self) -> None:
+        self._handle: asyncio.TimerHandle | None = None
+        self.fired = False
+
+    @classmethod
+    def arm(
+        cls, conn: psycopg.AsyncConnection[Any], timeout_s: float | None
+    ) -> _AnswerWatchdog | None:
+        if timeout_s is None:
+            return None
+        dog = cls()
+        dog._handle = asyncio.get_running_loop().call_later(timeout_s, dog._fire, conn)
+        return dog
+
+    def _fire(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.fired = True
+        try:
+            fd = conn.pgconn.socket
+        except psycopg.OperationalError:
+            return  # already closed
+        with contextlib.suppress(OSError):
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
 def _connection_gone(exc: psycopg.Error) -> bool:
     """Whether ``exc`` says the pooled connection itself was dead (safe to retry once)."""
     if isinstance(exc, PoolTimeout | PoolClosed | TooManyRequests):
@@ -1956,6 +2069,25 @@ def _adopt(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
     cur = conn.cursor(row_factory=tuple_row)
     setattr(conn, _CURSOR_ATTR, cur)
     return cur
+
+
+#: Longest wait (seconds) for the answer to one idle connection's probe in ``pool.check()``.
+CHECK_TIMEOUT_S = 2.0
+
+
+def _bounded_check(timeout_s: float) -> Any:
+    """psycopg_pool's connection probe (an empty query), failed as a lost connection when no
+    answer comes within ``timeout_s`` seconds (see :class:`_AnswerWatchdog`)."""
+
+    async def check(conn: psycopg.AsyncConnection[Any]) -> None:
+        dog = _AnswerWatchdog.arm(conn, timeout_s)
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        finally:
+            if dog is not None:
+                dog.disarm()
+
+    return check
 
 
 async def _check_pool(pool: AsyncConnectionPool) -> None:

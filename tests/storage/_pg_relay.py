@@ -11,6 +11,10 @@ protocol just enough to find the moment to cut.
   never reaches the server.
 * ``blackout_s``: after a cut, every connection (open or new) is dropped for that many seconds,
   so the client cannot read the outcome back either.
+* ``arm("stall_after_commit")``: as ``after_commit``, but the connection is black-holed instead
+  of dropped: it stays open and nothing more is forwarded in either direction (a route that
+  silently loses packets). With ``blackout_s``, every open connection is black-holed too, and
+  new ones are accepted but never answered for that long (the whole route is lost).
 
 The client must connect with ``sslmode=disable gssencmode=disable`` (the relay reads the
 protocol) and ``prepare_threshold=None`` (every execution carries the statement text).
@@ -39,6 +43,10 @@ class PgRelay:
         self.blackout_s = 0.0
         self.blackout_until = 0.0
         self.cuts = 0
+        self.stalling = False
+        self.stalling_armed = False
+        self._closing = asyncio.Event()
+        self._held: set[Any] = set()
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[_Conn] = set()
@@ -57,13 +65,23 @@ class PgRelay:
 
     def arm(self, mode: str, *, blackout_s: float = 0.0) -> None:
         """Cut the next checkpoint write (``"after_commit"`` or ``"before_send"``)."""
-        assert mode in ("after_commit", "before_send")
+        assert mode in ("after_commit", "before_send", "stall_after_commit")
         self.mode = mode
         self.blackout_s = blackout_s
+
+    def _stall_done(self) -> None:
+        self.mode = None
+        self.cuts += 1
+        self.stalling = True
+        if self.blackout_s:
+            self.blackout_until = time.monotonic() + self.blackout_s
+            for c in self._conns:
+                c.stalled = True
 
     def _cut_done(self) -> None:
         self.mode = None
         self.cuts += 1
+        self.stalling = False
         if self.blackout_s:
             self.blackout_until = time.monotonic() + self.blackout_s
             for c in list(self._conns):
@@ -73,10 +91,14 @@ class PgRelay:
         return time.monotonic() < self.blackout_until
 
     async def close(self) -> None:
+        self._closing.set()
         if self._server is not None:
             self._server.close()
         for c in list(self._conns):
             c.close()
+        for w in list(self._held):
+            with contextlib.suppress(Exception):
+                w.transport.abort()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
         if self._server is not None:
@@ -88,6 +110,10 @@ class PgRelay:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if self.in_blackout():
+            if self.stalling:  # accepted, never answered
+                self._held.add(cwriter)
+                await self._closing.wait()
+                return
             cwriter.close()
             return
         try:
@@ -112,6 +138,7 @@ class _Conn:
         self.creader, self.cwriter = creader, cwriter
         self.sreader, self.swriter = sreader, swriter
         self.cut_at_ready = False
+        self.stalled = False
         self.sbuf = b""
 
     def close(self) -> None:
@@ -132,7 +159,11 @@ class _Conn:
     async def _client_to_server(self) -> None:
         while True:
             data = await self.creader.read(1 << 16)
-            if not data or self.relay.in_blackout():
+            if self.stalled:
+                if not data:
+                    return
+                continue  # black hole: dropped
+            if not data or (self.relay.in_blackout() and not self.relay.stalling):
                 return
             relay = self.relay
             if relay.mode is not None and relay.marker in data:
@@ -140,6 +171,7 @@ class _Conn:
                     relay._cut_done()
                     return
                 self.cut_at_ready = True
+                relay.stalling_armed = relay.mode == "stall_after_commit"
                 relay.mode = None
             self.swriter.write(data)
             await self.swriter.drain()
@@ -147,10 +179,16 @@ class _Conn:
     async def _server_to_client(self) -> None:
         while True:
             data = await self.sreader.read(1 << 16)
-            if not data or self.relay.in_blackout():
+            if not data or (self.relay.in_blackout() and not self.relay.stalling):
                 return
+            if self.stalled:
+                continue  # black hole: dropped
             if self.cut_at_ready and self._ends_with_ready(data):
                 self.cut_at_ready = False
+                if self.relay.stalling_armed:
+                    self.stalled = True
+                    self.relay._stall_done()
+                    continue
                 self.relay._cut_done()
                 return
             self.cwriter.write(data)

@@ -197,3 +197,68 @@ async def test_outcome_unknown_comes_within_seconds_with_the_default_pool_timeou
     finally:
         await cp.aclose()
         await direct.aclose()
+
+
+@pytest.mark.parametrize(
+    ("blackout_s", "turns"),
+    [(0.0, 10), (30.0, 1)],
+    ids=["black-holed-connection", "black-holed-network"],
+)
+async def test_a_connection_black_holed_after_commit_ends_within_the_bound(
+    relay: PgRelay, pg_dsn: str, pg_schema: str, blackout_s: float, turns: int
+) -> None:
+    """Issue 29: the answer to a committed checkpoint write never comes and the connection
+    stays open, silent in both directions. The call ends within ``answer_timeout_s`` plus the
+    read-back budget (10 of 10 turns): committed (read back on another connection) or, when
+    every new connection is black-holed too, ``CommitOutcomeUnknownError``. The turn is
+    stored once either way."""
+    import time
+
+    from tenxgraph.storage.postgres import CHECK_TIMEOUT_S, READ_BACK_BUDGET_S
+
+    answer_timeout_s = 1.0
+    # the documented bound, plus scheduling slack
+    bound = answer_timeout_s + CHECK_TIMEOUT_S + READ_BACK_BUDGET_S + 2.0
+    cp = PgCheckpointer(
+        relay.dsn(pg_dsn),
+        schema=pg_schema,
+        pool_config={"prepare_threshold": None, "timeout": 2.0, "max_size": 4},
+        answer_timeout_s=answer_timeout_s,
+    )
+    direct = PgCheckpointer(pg_dsn, schema=pg_schema)
+    runs: list[str] = []
+    app = _app(cp, runs)
+    cfg = {"thread_id": f"black-hole-{int(blackout_s)}"}
+    try:
+        await app.ainvoke({"messages": [Message.text_message("q0", message_id="m-0")]}, dict(cfg))
+        for i in range(1, turns + 1):
+            relay.arm("stall_after_commit", blackout_s=blackout_s)
+            started = time.monotonic()
+            msg = Message.text_message(f"q{i}", message_id=f"m-{i}")
+            try:
+                await app.ainvoke({"messages": [msg]}, dict(cfg))
+                outcome = "committed"
+            except CommitOutcomeUnknownError:
+                outcome = "unknown"
+            elapsed = time.monotonic() - started
+            assert elapsed < bound, f"turn {i} took {elapsed:.1f} s (bound {bound:.1f} s)"
+            assert relay.cuts == i
+            if blackout_s:
+                assert outcome == "unknown" and relay.in_blackout()
+            else:
+                assert outcome == "committed"
+            state = await direct.aget_state(dict(cfg))
+            assert state is not None and _answers(state, f"q{i}") == 1
+        assert runs == [f"q{i}" for i in range(turns + 1)]
+    finally:
+        await cp.aclose()
+        await direct.aclose()
+
+
+async def test_answer_timeout_is_checked() -> None:
+    from tenxgraph.core.exceptions import ConfigError
+
+    for bad in (0, -1.0, "5", True):
+        with pytest.raises(ConfigError) as ei:
+            PgCheckpointer("postgresql://u@127.0.0.1/db", answer_timeout_s=bad)
+        assert ei.value.context["key"] == "answer_timeout_s"

@@ -17,7 +17,7 @@ from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
-from tenxgraph.storage.postgres import PostgresStore, normalize_dsn
+from tenxgraph.storage.postgres import DEFAULT_ANSWER_TIMEOUT_S, PostgresStore, normalize_dsn
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -113,6 +113,12 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        answer_timeout_s: seconds a statement may wait for Postgres's answer (default 10.0;
+            ``None``: no limit). A connection that stays silent longer (a black-holed route,
+            a frozen server) is shut down: a read fails with ``TransientStorageError``, a
+            checkpoint write reads its outcome back and ends within ``answer_timeout_s`` +
+            7 s, committed or with ``CommitOutcomeUnknownError``. Connections also get TCP
+            keepalives unless the DSN sets its own (see ``PostgresStore``).
 
     The cache methods (``aput_cache_value``, ``aput_state_cache`` ...) keep their entries in
     Redis when there is a Redis tier (shared by every instance; the state cache expires after
@@ -155,6 +161,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
     ) -> None:
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
@@ -202,6 +209,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             table_prefix=table_prefix,
             pooler=pooler,
             partitions=partitions,
+            answer_timeout_s=answer_timeout_s,
         )
         conninfo = (
             postgres_dsn if postgres_dsn is not None else str(getattr(pg_pool, "conninfo", ""))
