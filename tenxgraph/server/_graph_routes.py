@@ -75,7 +75,13 @@ class GraphRoutes:
         if cursor is not None and not cfg.get("thread_id"):
             raise ApiError(422, "VALIDATION_000", "resuming a stream needs config.thread_id")
         lines = await stream_ndjson(
-            self.ctx.graph, data, cfg, body.response_granularity, cursor, list(body.messages)
+            self.ctx.graph,
+            data,
+            cfg,
+            body.response_granularity,
+            cursor,
+            list(body.messages),
+            self.ctx.runs,
         )
         return StreamingResponse(lines, media_type="text/event-stream", headers=_STREAM_HEADERS)
 
