@@ -4,8 +4,10 @@ the error envelope and nothing written."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -242,3 +244,42 @@ def test_bad_input_is_4xx_and_writes_nothing(client: httpx.Client) -> None:
     )
     assert _stored_threads(client, thread) == []
     assert _ok(client.get(f"/v1/threads/{thread}/state")) == {"state": None}
+
+
+def test_node_failure_is_500_envelope_and_stream_error_chunk(client: httpx.Client) -> None:
+    thread = uuid.uuid4().hex
+    r = client.post(
+        "/v1/graph/invoke", json={"messages": [_msg("boom")], "config": {"thread_id": thread}}
+    )
+    err = _err(r, 500, "INTERNAL_ERROR")
+    assert "internal detail" not in err["message"]  # a foreign exception's text stays in the log
+    state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
+    assert state["execution_meta"]["status"] == "error"
+    with client.stream(
+        "POST",
+        "/v1/graph/stream",
+        json={"messages": [_msg("boom again")], "config": {"thread_id": thread}},
+    ) as resp:
+        lines = [orjson.loads(x) for x in resp.iter_lines() if x.strip()]
+    assert lines[-1]["event"] == "error" and lines[-1]["data"]["error_code"] == "RuntimeError"
+    assert lines[-1]["metadata"]["event_id"].startswith(f"{len(lines)}:")
+
+
+def test_stop_a_running_turn(client: httpx.Client, server: Server) -> None:
+    thread = uuid.uuid4().hex
+    body = {"messages": [_msg("slow one")], "config": {"thread_id": thread}}
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(httpx.post, server.url + "/v1/graph/invoke", json=body, timeout=30)
+        deadline = time.monotonic() + 20
+        while True:  # the first node's checkpoint says the run is under way
+            state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
+            if state is not None and state["execution_meta"]["status"] == "running":
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        data = _ok(client.post("/v1/graph/stop", json={"thread_id": thread}))
+        assert data == {"ok": True, "running": True, "thread_id": thread}
+        assert running.result().status_code == 200
+    state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
+    assert state["execution_meta"]["status"] == "stopped"
+    assert len(state["context"]) < 4  # it stopped before its last node
