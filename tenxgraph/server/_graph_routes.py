@@ -52,6 +52,7 @@ class GraphRoutes:
     async def invoke(self, request: Request) -> Response:
         """``POST /v1/graph/invoke``: run the turn, answer 10xGraph's invoke output."""
         body, cfg, data = await self._run_args(request)
+        is_new = not cfg.get("thread_id")
         result = await self.ctx.graph.ainvoke(data, cfg, body.response_granularity)
         out = {
             "messages": result.get("messages", []),
@@ -59,6 +60,7 @@ class GraphRoutes:
             "context": result.get("context"),
             "summary": result.get("summary"),
             "meta": {
+                "is_new_thread": is_new,
                 "thread_id": cfg.get("thread_id"),
                 "run_id": cfg.get("run_id"),
                 "already_processed": bool(result.get("already_processed")),

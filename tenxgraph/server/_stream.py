@@ -1,6 +1,8 @@
 """The newline-delimited JSON stream of ``POST /v1/graph/stream`` and its resume protocol.
 
-Every line is one ``StreamChunk`` as JSON whose ``metadata.event_id`` is ``"<seq>:<message id>"``:
+Every line is one ``StreamChunk`` as JSON whose ``metadata`` carries, as 10xGraph's server adds
+them, ``thread_id`` and ``is_new_thread`` (the request named no thread), and tenxgraph's
+``event_id``, ``"<seq>:<message id>"``:
 ``seq`` counts the lines of this response (a resumed response continues from the cursor's), the
 message id is the last complete message sent so far (the line's own for a ``message`` chunk).
 
@@ -75,11 +77,13 @@ def _turn(context: list[Message], inputs: list[Message]) -> list[Message]:
 
 
 class _Lines:
-    """Numbers lines and tracks the last message id sent."""
+    """Numbers lines, tracks the last message id sent, and adds 10xGraph's per-request
+    ``metadata`` (``thread_id``, ``is_new_thread``) to every line."""
 
-    def __init__(self, seq: int, last_mid: str) -> None:
+    def __init__(self, seq: int, last_mid: str, is_new_thread: bool) -> None:
         self.seq = seq
         self.last_mid = last_mid
+        self.is_new_thread = is_new_thread
         self.sent: set[str] = set()
 
     def line(self, chunk: StreamChunk) -> bytes:
@@ -91,6 +95,8 @@ class _Lines:
         body = chunk.model_dump(mode="json")
         body["metadata"] = {
             **(body.get("metadata") or {}),
+            "thread_id": chunk.thread_id,
+            "is_new_thread": self.is_new_thread,
             "event_id": f"{self.seq}:{self.last_mid}",
         }
         return orjson.dumps(body) + b"\n"
@@ -129,7 +135,8 @@ async def stream_ndjson(
     Raises:
         ApiError: 422 when the cursor names no message of this turn (checked before any line).
     """
-    lines = _Lines(0, str(inputs[0].message_id))
+    is_new = not config.get("thread_id")
+    lines = _Lines(0, str(inputs[0].message_id), is_new)
     durable: list[Message] = []
     if cursor is not None:
         seq, mid = cursor
@@ -141,7 +148,7 @@ async def stream_ndjson(
                 422, "VALIDATION_000", f"Last-Event-ID names message {mid!r}, not one of this turn"
             )
         cut = ids.index(mid) + 1
-        lines = _Lines(seq, mid)
+        lines = _Lines(seq, mid, is_new)
         lines.sent.update(ids[:cut])
         durable = turn[cut:]
     return _generate(graph, input_data, config, granularity, cursor, inputs, lines, durable, runs)

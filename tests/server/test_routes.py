@@ -83,6 +83,7 @@ def test_invoke_shape_and_idempotent_retry(client: httpx.Client) -> None:
     texts = [m["content"][0]["text"] for m in data["messages"]]
     assert texts == ["hi", "first: hi", "second: hi", "third: hi"]
     assert data["meta"]["thread_id"] == thread and data["meta"]["already_processed"] is False
+    assert data["meta"]["is_new_thread"] is False
     assert "x-tenxgraph-already-processed" not in r.headers
     r2, again = _turn(client, thread, "hi", mid)
     assert r2.headers["x-tenxgraph-already-processed"] == "true"
@@ -123,6 +124,15 @@ def test_stream_ndjson_lines_have_ids(client: httpx.Client) -> None:
     texts = [c["message"]["content"][0]["text"] for c in lines if c["event"] == "message"]
     assert texts == ["s", "first: s", "second: s", "third: s"]
     assert all(c["thread_id"] == thread for c in lines)
+    assert all(c["metadata"]["thread_id"] == thread for c in lines)
+    assert not any(c["metadata"]["is_new_thread"] for c in lines)
+
+
+def test_a_request_without_thread_id_starts_a_new_thread(client: httpx.Client) -> None:
+    data = _ok(client.post("/v1/graph/invoke", json={"messages": [_msg("new")]}))
+    assert data["meta"]["is_new_thread"] is True and data["meta"]["thread_id"]
+    stored = _ok(client.get(f"/v1/threads/{data['meta']['thread_id']}/messages"))["messages"]
+    assert len(stored) == 4
 
 
 def test_graph_details_schema_and_tools(client: httpx.Client) -> None:
