@@ -293,3 +293,25 @@ def test_stop_a_running_turn(client: httpx.Client, server: Server) -> None:
     state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
     assert state["execution_meta"]["status"] == "stopped"
     assert len(state["context"]) < 4  # it stopped before its last node
+
+
+def test_concurrent_turns_on_one_thread_queue_up(server: Server) -> None:
+    """The server's default strategy is ``enqueue``: concurrent requests on one thread each get
+    their turn (none fails with a conflict) and the turns do not interleave."""
+    thread = uuid.uuid4().hex
+    texts = [f"q{i}" for i in range(8)]
+
+    def send(text: str) -> int:
+        body = {"messages": [_msg(text)], "config": {"thread_id": thread}}
+        return httpx.post(server.url + "/v1/graph/invoke", json=body, timeout=60).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(send, texts)) == [200] * 8
+    with httpx.Client(base_url=server.url) as c:
+        msgs = _ok(c.get(f"/v1/threads/{thread}/messages"))["messages"]
+    got = [m["content"][0]["text"] for m in msgs]
+    assert len(got) == 32
+    for i in range(0, 32, 4):  # each question followed by its own three answers
+        q = got[i]
+        assert got[i + 1 : i + 4] == [f"first: {q}", f"second: {q}", f"third: {q}"]
+    assert sorted(got[::4]) == sorted(texts)
