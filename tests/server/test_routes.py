@@ -158,6 +158,9 @@ def test_stop(client: httpx.Client) -> None:
 def test_state_routes(client: httpx.Client) -> None:
     thread = uuid.uuid4().hex
     assert _ok(client.get(f"/v1/threads/{thread}/state")) == {"state": None}
+    r = client.put(f"/v1/threads/{thread}/state", json={"state": {"context_summary": "S"}})
+    _err(r, 404, "STORAGE_NOT_FOUND_000")
+    _err(client.put(f"/v1/threads/{thread}/state", json={"state": {"execution_meta": {}}}), 422)
     _turn(client, thread)
     state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
     assert len(state["context"]) == 4 and state["execution_meta"]["status"] == "completed"
@@ -249,6 +252,8 @@ def test_bad_input_is_4xx_and_writes_nothing(client: httpx.Client) -> None:
         "CONFIG_001",
     )
     _err(client.get("/v1/threads/a%07b/state"), 422, "VALIDATION_000")
+    r = client.post(url, json={**good, "initial_state": {"no_such_field": 1}})
+    assert r.status_code == 422 and r.json()["error"]["code"].startswith("VALIDATION"), r.text
     _err(
         client.post(url, json={**good, "config": {"thread_id": thread, "user_id": "someone"}}), 403
     )
