@@ -108,7 +108,12 @@ class Server:
     """One ``tenxgraph serve`` process."""
 
     def __init__(
-        self, config: Path, env: dict[str, str], extra_args: list[str] | None = None
+        self,
+        config: Path,
+        env: dict[str, str],
+        extra_args: list[str] | None = None,
+        *,
+        wait: bool = True,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -134,6 +139,11 @@ class Server:
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Block until ``/ping`` answers (30 s at most)."""
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:

@@ -30,7 +30,9 @@ def servers(module_schema: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "TXG_SLOW_S": "1.0",
         "TXG_LEASE_TTL_S": "2.0",
     }
-    started = [Server(config, env), Server(config, env)]
+    started = [Server(config, env, wait=False) for _ in range(3)]
+    for s in started:  # started together, waited for together
+        s.wait_ready()
     try:
         yield started
     finally:
@@ -54,7 +56,7 @@ def _message_ids(lines: list[dict[str, Any]]) -> list[str]:
 
 
 def test_stream_resumes_on_another_process_after_sigkill(servers: list[Server]) -> None:
-    first, second = servers
+    first, second = servers[0], servers[1]
     thread, mid = "resume-" + uuid.uuid4().hex, uuid.uuid4().hex
     body = _body(thread, mid, "slow question")
     seen: list[dict[str, Any]] = []
@@ -153,3 +155,29 @@ def test_resume_after_the_client_dropped_the_connection(servers: list[Server]) -
         state = c.get(f"/v1/threads/{thread}/state").json()["data"]["state"]
     stored = [m["message_id"] for m in state["context"]]
     assert _message_ids(seen) + _message_ids(rest) == stored and len(stored) == 4
+
+
+def test_resume_on_another_instance_while_the_run_goes_on(servers: list[Server]) -> None:
+    """The client's connection to instance C broke; it resumes on instance B at once, while C
+    still runs the turn: B waits for C's run (enqueue) and sends the rest, once."""
+    holder, other = servers[2], servers[1]
+    thread, mid = "live-" + uuid.uuid4().hex, uuid.uuid4().hex
+    body = _body(thread, mid, "slow live")
+    seen: list[dict[str, Any]] = []
+    with httpx.Client(base_url=holder.url, timeout=30) as c:
+        with c.stream("POST", "/v1/graph/stream", json=body) as r:
+            for line in r.iter_lines():
+                if line.strip():
+                    seen.append(orjson.loads(line))
+                if len(_message_ids(seen)) == 2:
+                    break
+    cursor = seen[-1]["metadata"]["event_id"]
+    with httpx.Client(base_url=other.url, timeout=60) as c:
+        with c.stream(
+            "POST", "/v1/graph/stream", json=body, headers={"Last-Event-ID": cursor}
+        ) as r:
+            rest = [orjson.loads(line) for line in r.iter_lines() if line.strip()]
+        state = c.get(f"/v1/threads/{thread}/state").json()["data"]["state"]
+    stored = [m["message_id"] for m in state["context"]]
+    assert _message_ids(seen) + _message_ids(rest) == stored and len(stored) == 4
+    assert state["execution_meta"]["status"] == "completed"
