@@ -50,10 +50,12 @@ def test_bad_auth_shape_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_workers_serve_one_sqlite_store(tmp_path: Path) -> None:
+def test_workers_and_body_limit(tmp_path: Path) -> None:
     config = make_folder(tmp_path)
     srv = Server(
-        config, {"TXG_STORE": "sqlite", "TXG_DB": str(tmp_path / "w.sqlite")}, ["--workers", "2"]
+        config,
+        {"TXG_STORE": "sqlite", "TXG_DB": str(tmp_path / "w.sqlite")},
+        ["--workers", "2", "--max-body-bytes", "4000"],
     )
     try:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
@@ -65,6 +67,15 @@ def test_workers_serve_one_sqlite_store(tmp_path: Path) -> None:
                 assert r.status_code == 200, r.text
             msgs = c.get("/v1/threads/w/messages").json()["data"]["messages"]
             assert len(msgs) == 24
+            big = {"role": "user", "content": "x" * 5000, "message_id": "big"}
+            r = c.post("/v1/graph/invoke", json={"messages": [big], "config": {"thread_id": "w"}})
+            assert r.status_code == 413 and r.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+            # chunked upload without Content-Length is cut off at the limit too
+            chunks = iter([b'{"messages": [{"role": "user", "content": "', b"y" * 5000, b'"}]}'])
+            r = c.post(
+                "/v1/graph/invoke", content=chunks, headers={"content-type": "application/json"}
+            )
+            assert r.status_code == 413
     finally:
         srv.stop()
     assert srv.output().count("Application startup complete") == 2
