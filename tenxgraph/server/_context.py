@@ -9,7 +9,6 @@ from anyio.abc import TaskGroup
 from starlette.requests import Request
 
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
-from tenxgraph.storage.checkpointer.base import ADMIN_SCOPE
 
 from ._body import check_id
 from ._envelope import ApiError
@@ -54,14 +53,14 @@ class ServerContext:
         """The caller (dict with ``user_id``), cached on the request.
 
         Raises:
-            ApiError: 401 when authentication fails.
+            ApiError: 401 when authentication fails; 422 ``VALIDATION_000`` when the
+                subject is not a usable id (empty, over 255 characters, control characters).
         """
         cached = getattr(request.state, "user", None)
         if cached is not None:
             return dict(cached)
         user = await authenticate(self.auth, request)
-        if user["user_id"] is ADMIN_SCOPE or not str(user["user_id"]).strip():
-            raise ApiError(401, "INVALID_TOKEN", "the authenticated subject is not a user id")
+        # a str by now (authenticate converts it), so never the store's ADMIN_SCOPE object
         check_id(user["user_id"], "user_id")
         request.state.user = user
         return dict(user)

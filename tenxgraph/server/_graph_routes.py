@@ -64,7 +64,11 @@ class GraphRoutes:
                 "thread_id": cfg.get("thread_id"),
                 "run_id": cfg.get("run_id"),
                 "already_processed": bool(result.get("already_processed")),
-                **({"interrupted": True} if result.get("interrupted") else {}),
+                **(
+                    {"interrupted": True, "interrupt": result.get("interrupt")}
+                    if result.get("interrupted")
+                    else {}
+                ),
             },
         }
         headers = {ALREADY_PROCESSED_HEADER: "true"} if result.get("already_processed") else None

@@ -6,6 +6,8 @@ A client calling them gets a clear ``NOT_IMPLEMENTED`` answer naming the feature
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -35,7 +37,7 @@ UNSUPPORTED_ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 
 
-def _handler(feature: str):  # type: ignore[no-untyped-def]
+def _handler(feature: str) -> Callable[[Request], Awaitable[Response]]:
     async def not_implemented(request: Request) -> Response:
         return error_response(
             request,
