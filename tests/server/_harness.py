@@ -118,6 +118,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = config.parent / f"server-{self.port}.log"
+        self._log_file = self.log.open("wb")
         full_env = {**os.environ, **env}
         full_env.pop(  # the test process's own telemetry settings are not the server's
             "OTEL_TRACES_EXPORTER", None
@@ -136,7 +137,7 @@ class Server:
             ],
             cwd=str(config.parent),
             env=full_env,
-            stdout=self.log.open("wb"),
+            stdout=self._log_file,
             stderr=subprocess.STDOUT,
         )
         if wait:
@@ -165,6 +166,7 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self._log_file.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -173,3 +175,4 @@ class Server:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._log_file.close()
