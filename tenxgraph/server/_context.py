@@ -53,7 +53,7 @@ class ServerContext:
         """The caller (dict with ``user_id``), cached on the request.
 
         Raises:
-            ApiError: 401 when authentication fails; 422 ``VALIDATION_000`` when the
+            ApiError: 403 when authentication fails; 422 ``VALIDATION_000`` when the
                 subject is not a usable id (empty, over 255 characters, control characters).
         """
         cached = getattr(request.state, "user", None)

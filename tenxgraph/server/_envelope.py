@@ -1,8 +1,9 @@
 """10xGraph's response envelope and the mapping of errors to status codes.
 
-A success is ``{"data": ..., "metadata": {"request_id", "timestamp", "message"}}``; a failure is
-``{"error": {"code", "message", "details"}, "metadata": {...}}``, the shapes of 10xGraph's API
-server. ``request_id`` is the request's ``X-Request-ID`` header when it is a sane token, else a
+A success is ``{"success": true, "data": ..., "metadata": {"request_id", "timestamp",
+"message"}}``; a failure is ``{"error": {"code", "message", "details"}, "metadata": {...}}``.
+``data``, ``error`` and ``metadata`` are what 10xGraph's server sends; ``success`` is what its
+REST reference pages show, so clients written from either find their keys. ``request_id`` is the request's ``X-Request-ID`` header when it is a sane token, else a
 new uuid4 hex; it is also sent back in the ``X-Request-ID`` response header.
 """
 
@@ -95,10 +96,10 @@ def json_response(
     message: str = "OK",
     headers: dict[str, str] | None = None,
 ) -> Response:
-    """A success envelope ``{"data": data, "metadata": ...}`` as JSON."""
+    """A success envelope ``{"success": true, "data": data, "metadata": ...}`` as JSON."""
     meta = request_meta(request, message)
     return Response(
-        _dumps({"data": data, "metadata": meta}),
+        _dumps({"success": True, "data": data, "metadata": meta}),
         status_code=status,
         media_type="application/json",
         headers={"x-request-id": meta["request_id"], **(headers or {})},

@@ -92,12 +92,19 @@ class GraphRoutes:
         return StreamingResponse(lines, media_type="text/event-stream", headers=_STREAM_HEADERS)
 
     async def stop(self, request: Request) -> Response:
-        """``POST /v1/graph/stop``: ask the thread's run to stop at its next node boundary."""
+        """``POST /v1/graph/stop``: ask the thread's run to stop at its next node boundary.
+
+        ``data``: ``{"status": "stopped", "ok": true, "running": bool, "thread_id"}``
+        (``running``: a run was under way and will stop after its current node).
+        """
         user = await self.ctx.user(request)
         body = await read_model(request, StopBody, self.ctx.max_body_bytes)
         cfg = self.ctx.config(user, body.config, body.thread_id.strip())
         result = await self.ctx.graph.astop(cfg)
-        return json_response(request, {**result, "thread_id": cfg["thread_id"]})
+        # "status" as 10xGraph's reference page shows it; "ok" and "running" as astop says
+        return json_response(
+            request, {"status": "stopped", **result, "thread_id": cfg["thread_id"]}
+        )
 
     async def details(self, request: Request) -> Response:
         """``GET /v1/graph``: nodes, edges and ``info`` as 10xGraph's ``GraphSchema``."""
@@ -125,6 +132,7 @@ class GraphRoutes:
         info = {
             "node_count": len(nodes),
             "edge_count": len(edges),
+            "is_realtime": False,
             "checkpointer": True,
             "checkpointer_type": type(cp).__name__,
             "publisher": g.publisher is not None,
@@ -145,10 +153,29 @@ class GraphRoutes:
         return json_response(request, self.ctx.graph.state_class.model_json_schema())
 
     async def tools(self, request: Request) -> Response:
-        """``GET /v1/graph/tools``: the OpenAI-style schemas of every ``ToolNode``'s tools."""
+        """``GET /v1/graph/tools``: every ``ToolNode``'s tools, grouped by node, in the shape of
+        10xGraph's reference page (``node_count``, ``tool_count``, ``nodes[]`` with
+        ``node_name``, ``tool_count`` and ``tools[]`` of ``name``, ``description``,
+        ``source`` (always ``"local"``: tenxgraph has no MCP or remote tools),
+        ``parameters``)."""
         await self.ctx.user(request)
-        tools: list[dict[str, Any]] = []
-        for node in self.ctx.graph.builder.nodes.values():
-            if isinstance(node.func, ToolNode):
-                tools.extend(node.func.tool_schemas())
-        return json_response(request, {"tools": tools})
+        nodes: list[dict[str, Any]] = []
+        for name, node in self.ctx.graph.builder.nodes.items():
+            if not isinstance(node.func, ToolNode):
+                continue
+            tools = []
+            for schema in node.func.tool_schemas():
+                fn = schema.get("function", schema)
+                tools.append(
+                    {
+                        "name": fn.get("name"),
+                        "description": fn.get("description"),
+                        "source": "local",
+                        "parameters": fn.get("parameters"),
+                    }
+                )
+            nodes.append({"node_name": name, "tool_count": len(tools), "tools": tools})
+        total = sum(n["tool_count"] for n in nodes)
+        return json_response(
+            request, {"node_count": len(nodes), "tool_count": total, "nodes": nodes}
+        )

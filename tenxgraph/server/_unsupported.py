@@ -22,6 +22,7 @@ UNSUPPORTED_ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("/v1/graph/fix", ("POST",), "state repair (tenxgraph finishes cut-off runs itself)"),
     ("/v1/graph/ws", ("GET",), "WebSocket streaming"),
     ("/v1/graph/live", ("GET",), "realtime audio"),
+    ("/v1/observability/{thread_id}", ("GET",), "the observability endpoint (use OpenTelemetry)"),
     ("/v1/store/memories", ("POST",), "memory store"),
     ("/v1/store/search", ("POST",), "memory store"),
     ("/v1/store/memories/list", ("POST",), "memory store"),

@@ -62,8 +62,9 @@ class BaseAuth(ABC):
             A dict with at least ``"user_id"`` (str); ``None`` or ``{}`` means anonymous.
 
         Raises:
-            Exception: any exception refuses the request with 401 (its ``error_code``
-                attribute, when present, is the envelope's code).
+            Exception: any exception refuses the request with 403 (its ``error_code``
+                attribute, when present, is the envelope's code). 403, not 401: 10xGraph's
+                server and its REST conventions page answer authentication failures so.
         """
 
 
@@ -100,24 +101,24 @@ class JwtAuth(BaseAuth):
         """Decode and verify the bearer token; its ``user_id`` claim is the subject.
 
         Raises:
-            ApiError: 401 ``REVOKED_TOKEN`` (no token), ``EXPIRED_TOKEN``, ``INVALID_TOKEN``
+            ApiError: 403 ``REVOKED_TOKEN`` (no token), ``EXPIRED_TOKEN``, ``INVALID_TOKEN``
                 (bad signature or no ``user_id`` claim), 10xGraph's codes.
         """
         import jwt
 
         if credential is None:
-            raise ApiError(401, "REVOKED_TOKEN", "Invalid token, please login again")
+            raise ApiError(403, "REVOKED_TOKEN", "Invalid token, please login again")
         assert self.secret is not None and self.algorithm is not None
         try:
             claims: dict[str, Any] = jwt.decode(
                 credential.credentials, self.secret, algorithms=[self.algorithm]
             )
         except jwt.ExpiredSignatureError:
-            raise ApiError(401, "EXPIRED_TOKEN", "Token has expired, please login again") from None
+            raise ApiError(403, "EXPIRED_TOKEN", "Token has expired, please login again") from None
         except jwt.InvalidTokenError:
-            raise ApiError(401, "INVALID_TOKEN", "Invalid token, please login again") from None
+            raise ApiError(403, "INVALID_TOKEN", "Invalid token, please login again") from None
         if "user_id" not in claims:
-            raise ApiError(401, "INVALID_TOKEN", "Invalid token, user_id missing")
+            raise ApiError(403, "INVALID_TOKEN", "Invalid token, user_id missing")
         response.headers["WWW-Authenticate"] = 'Bearer realm="auth_required"'
         return claims
 
@@ -159,7 +160,7 @@ async def authenticate(auth: BaseAuth | None, request: Request) -> dict[str, Any
     """The caller's identity: a dict with ``user_id`` (``"anonymous"`` without auth).
 
     Raises:
-        ApiError: 401 when the authenticator refuses the request.
+        ApiError: 403 when the authenticator refuses the request.
     """
     if auth is None:
         return {"user_id": "anonymous"}
@@ -180,10 +181,10 @@ async def authenticate(auth: BaseAuth | None, request: Request) -> dict[str, Any
     except Exception as exc:
         code = getattr(exc, "error_code", None) or "UNAUTHORIZED"
         raise ApiError(
-            401, str(code), getattr(exc, "message", None) or str(exc) or "unauthorized"
+            403, str(code), getattr(exc, "message", None) or str(exc) or "unauthorized"
         ) from None
     if not user:
         return {"user_id": "anonymous"}
     if not isinstance(user, dict) or not isinstance(user.get("user_id"), (str, int)):
-        raise ApiError(401, "INVALID_TOKEN", "the authenticator returned no user_id")
+        raise ApiError(403, "INVALID_TOKEN", "the authenticator returned no user_id")
     return {**user, "user_id": str(user["user_id"])}

@@ -61,20 +61,20 @@ def test_jwt_refuses_missing_bad_and_expired_tokens(jwt_server: Server) -> None:
     with httpx.Client(base_url=jwt_server.url) as c:
         assert "authentication is off" not in jwt_server.output()
         r = c.get("/v1/threads")
-        assert r.status_code == 401 and _code(r) == "REVOKED_TOKEN"
+        assert r.status_code == 403 and _code(r) == "REVOKED_TOKEN"
         r = c.get("/v1/threads", headers={"Authorization": "Bearer not-a-jwt"})
-        assert r.status_code == 401 and _code(r) == "INVALID_TOKEN"
+        assert r.status_code == 403 and _code(r) == "INVALID_TOKEN"
         forged = jwt.encode(
             {"user_id": "a"}, "other-secret-of-32-bytes-or-more!", algorithm="HS256"
         )
         r = c.get("/v1/threads", headers={"Authorization": f"Bearer {forged}"})
-        assert r.status_code == 401 and _code(r) == "INVALID_TOKEN"
+        assert r.status_code == 403 and _code(r) == "INVALID_TOKEN"
         r = c.get("/v1/threads", headers=_token("a", exp=int(time.time()) - 10))
-        assert r.status_code == 401 and _code(r) == "EXPIRED_TOKEN"
+        assert r.status_code == 403 and _code(r) == "EXPIRED_TOKEN"
         r = c.get(
             "/v1/threads", headers={"Authorization": "Bearer " + jwt.encode({"sub": "a"}, SECRET)}
         )
-        assert r.status_code == 401 and _code(r) == "INVALID_TOKEN"
+        assert r.status_code == 403 and _code(r) == "INVALID_TOKEN"
 
 
 def test_user_b_cannot_touch_user_a_threads(jwt_server: Server) -> None:
@@ -141,7 +141,7 @@ def test_custom_auth_class_path(tmp_path_factory: pytest.TempPathFactory) -> Non
     try:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
             r = c.get("/v1/threads")
-            assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED"
+            assert r.status_code == 403 and r.json()["error"]["code"] == "UNAUTHORIZED"
             msg = {"role": "user", "content": "hi", "message_id": "m1"}
             r = c.post(
                 "/v1/graph/invoke",

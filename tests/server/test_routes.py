@@ -44,7 +44,7 @@ def _msg(text: str, mid: str | None = None) -> dict[str, Any]:
 def _ok(r: httpx.Response, status: int = 200) -> Any:
     assert r.status_code == status, r.text
     body = r.json()
-    assert set(body) == {"data", "metadata"}
+    assert set(body) == {"success", "data", "metadata"} and body["success"] is True
     assert set(body["metadata"]) == {"request_id", "timestamp", "message"}
     assert r.headers["x-request-id"] == body["metadata"]["request_id"]
     return body["data"]
@@ -143,15 +143,30 @@ def test_graph_details_schema_and_tools(client: httpx.Client) -> None:
     assert g["info"]["checkpointer_type"] == "PgCheckpointer" and g["info"]["node_count"] == 6
     schema = _ok(client.get("/v1/graph:StateSchema"))
     assert "context" in schema["properties"]
-    tools = _ok(client.get("/v1/graph/tools"))["tools"]
-    assert [t["function"]["name"] for t in tools] == ["lookup"]
+    assert g["info"]["is_realtime"] is False
+    tools = _ok(client.get("/v1/graph/tools"))
+    assert tools["node_count"] == 1 and tools["tool_count"] == 1
+    (node,) = tools["nodes"]
+    assert node["node_name"] == "tools" and node["tool_count"] == 1
+    assert node["tools"] == [
+        {
+            "name": "lookup",
+            "description": "Weather of a city.",
+            "source": "local",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ]
 
 
 def test_stop(client: httpx.Client) -> None:
     thread = uuid.uuid4().hex
     _turn(client, thread)
     data = _ok(client.post("/v1/graph/stop", json={"thread_id": thread}))
-    assert data == {"ok": True, "running": False, "thread_id": thread}
+    assert data == {"status": "stopped", "ok": True, "running": False, "thread_id": thread}
     _err(client.post("/v1/graph/stop", json={"thread_id": "  "}), 422, "VALIDATION_000")
 
 
@@ -220,6 +235,7 @@ def test_thread_routes(client: httpx.Client) -> None:
         ("POST", "/v1/files/upload"),
         ("GET", "/v1/files/f1/url"),
         ("GET", "/v1/config/multimodal"),
+        ("GET", "/v1/observability/t1"),
     ],
 )
 def test_unsupported_routes_answer_501(client: httpx.Client, method: str, path: str) -> None:
@@ -293,7 +309,7 @@ def test_stop_a_running_turn(client: httpx.Client, server: Server) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         data = _ok(client.post("/v1/graph/stop", json={"thread_id": thread}))
-        assert data == {"ok": True, "running": True, "thread_id": thread}
+        assert data == {"status": "stopped", "ok": True, "running": True, "thread_id": thread}
         assert running.result().status_code == 200
     state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
     assert state["execution_meta"]["status"] == "stopped"
