@@ -35,6 +35,18 @@ def _int_query(request: Request, name: str, minimum: int) -> int | None:
     return value
 
 
+#: page size of the list routes when the query gives none, and the most they return (10xGraph's
+#: reference: default 100, clamped to 1000)
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def _page(request: Request) -> tuple[int | None, int]:
+    offset = _int_query(request, "offset", 0)
+    limit = _int_query(request, "limit", 1)
+    return offset, min(limit if limit is not None else DEFAULT_LIMIT, MAX_LIMIT)
+
+
 def _not_found(thread_id: str) -> ResourceNotFoundError:
     return ResourceNotFoundError(
         f"no thread {thread_id!r} for this user", context={"thread_id": thread_id}
@@ -68,7 +80,7 @@ class ThreadRoutes:
             raise ApiError(422, "VALIDATION_000", "execution_meta is written by the runtime only")
         await self.ctx.graph.aupdate_state(cfg, body.state)
         state = await self.ctx.graph.aget_state(cfg)
-        return json_response(request, {"state": self._state_out(state)})
+        return json_response(request, {"state": self._state_out(state), "updated": True})
 
     async def clear_state(self, request: Request) -> Response:
         """``DELETE /v1/threads/{id}/state``: clear the thread (10xGraph's ``aclear_state``);
@@ -79,7 +91,13 @@ class ThreadRoutes:
         if not res:
             raise _not_found(cfg["thread_id"])
         return json_response(
-            request, {"success": True, "message": "State cleared successfully", "data": res}
+            request,
+            {
+                "success": True,
+                "message": "State cleared successfully",
+                "data": res,
+                "deleted": True,
+            },
         )
 
     async def put_messages(self, request: Request) -> Response:
@@ -97,10 +115,10 @@ class ThreadRoutes:
         )
 
     async def list_messages(self, request: Request) -> Response:
-        """``GET /v1/threads/{id}/messages?search=&offset=&limit=``: ``{"messages": [...]}``."""
+        """``GET /v1/threads/{id}/messages?search=&offset=&limit=``: ``{"messages": [...]}``
+        (``limit`` default 100, at most 1000)."""
         cfg = await self._cfg(request)
-        offset = _int_query(request, "offset", 0)
-        limit = _int_query(request, "limit", 1)
+        offset, limit = _page(request)
         msgs = await self.ctx.graph.checkpointer.alist_messages(
             cfg, request.query_params.get("search") or None, offset, limit
         )
@@ -135,13 +153,15 @@ class ThreadRoutes:
         info = await self.ctx.graph.checkpointer.aget_thread(cfg)
         if info is None:
             raise _not_found(cfg["thread_id"])
-        return json_response(request, {"thread": info.model_dump()})
+        info_out = info.model_dump()
+        # "thread" as 10xGraph's server sends it, "thread_data" as its reference page shows
+        return json_response(request, {"thread": info_out, "thread_data": info_out})
 
     async def list_threads(self, request: Request) -> Response:
-        """``GET /v1/threads?search=&offset=&limit=``: the caller's threads, newest first."""
+        """``GET /v1/threads?search=&offset=&limit=``: the caller's threads, newest first
+        (``limit`` default 100, at most 1000)."""
         user = await self.ctx.user(request)
-        offset = _int_query(request, "offset", 0)
-        limit = _int_query(request, "limit", 1)
+        offset, limit = _page(request)
         infos = await self.ctx.graph.checkpointer.alist_threads(
             {"user_id": user["user_id"]}, request.query_params.get("search") or None, offset, limit
         )

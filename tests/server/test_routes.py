@@ -180,9 +180,10 @@ def test_state_routes(client: httpx.Client) -> None:
     state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
     assert len(state["context"]) == 4 and state["execution_meta"]["status"] == "completed"
     put = _ok(client.put(f"/v1/threads/{thread}/state", json={"state": {"context_summary": "S"}}))
-    assert put["state"]["context_summary"] == "S"
+    assert put["state"]["context_summary"] == "S" and put["updated"] is True
     cleared = _ok(client.request("DELETE", f"/v1/threads/{thread}/state"))
     assert cleared["success"] is True and cleared["message"] == "State cleared successfully"
+    assert cleared["deleted"] is True
     assert _ok(client.get(f"/v1/threads/{thread}/state")) == {"state": None}
 
 
@@ -212,8 +213,9 @@ def test_thread_routes(client: httpx.Client) -> None:
     threads = [f"{tag}-{i}" for i in range(3)]
     for t in threads:
         _turn(client, t)
-    info = _ok(client.get(f"/v1/threads/{threads[0]}"))["thread"]
-    assert info["thread_id"] == threads[0]
+    got = _ok(client.get(f"/v1/threads/{threads[0]}"))
+    info = got["thread"]
+    assert info["thread_id"] == threads[0] and got["thread_data"] == info
     listed = _ok(client.get("/v1/threads", params={"search": tag}))["threads"]
     assert sorted(t["thread_id"] for t in listed) == sorted(threads)
     page = _ok(client.get("/v1/threads", params={"search": tag, "offset": 1, "limit": 1}))
@@ -336,3 +338,12 @@ def test_concurrent_turns_on_one_thread_queue_up(server: Server) -> None:
         q = got[i]
         assert got[i + 1 : i + 4] == [f"first: {q}", f"second: {q}", f"third: {q}"]
     assert sorted(got[::4]) == sorted(texts)
+
+
+def test_list_pages_default_to_100_and_clamp_at_1000(client: httpx.Client) -> None:
+    thread = uuid.uuid4().hex
+    many = [_msg(f"m{i}", f"{thread}-{i}") for i in range(120)]
+    _ok(client.post(f"/v1/threads/{thread}/messages", json={"messages": many}))
+    assert len(_ok(client.get(f"/v1/threads/{thread}/messages"))["messages"]) == 100
+    got = _ok(client.get(f"/v1/threads/{thread}/messages", params={"limit": 5000}))
+    assert len(got["messages"]) == 120
