@@ -7,6 +7,7 @@
     tenxgraph threads rewind|fork ... --yes           time travel (docs/how-to/time-travel.md)
     tenxgraph demo [--db FILE | --dsn ... --redis-url ...]
     tenxgraph replay DATA --workers N [--dsn ... --redis-url ...] [--kill-rate R]
+    tenxgraph serve --config 10xgraph.json [--host H] [--port P] [--workers N]
 
 Without ``--dsn`` every command uses the embedded SQLite store (``--db FILE``; the demo and
 replay default to a file in a temporary folder). ``tenxgraph COMMAND --help`` documents each
@@ -55,6 +56,7 @@ from tenxgraph.cli._common import (
 )
 from tenxgraph.cli.demo import _demo_async
 from tenxgraph.cli.replay import _cmd_replay
+from tenxgraph.cli.serve import add_serve_parser, cmd_serve
 from tenxgraph.cli.threads import _cmd_setup, _cmd_threads
 
 __all__ = [
@@ -260,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_runs_parser(sub)
     add_worker_parser(sub)
+    add_serve_parser(sub)
     return p
 
 
@@ -319,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tenxgraph.worker import worker_main
 
             return worker_main(args)
+        if args.command == "serve":
+            return cmd_serve(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
