@@ -1,0 +1,145 @@
+"""SIGTERM drains a server process: the run in flight stops at its next node boundary, its
+lease is released (the next run of the thread does not wait for it to lapse), the request that
+was cut answers 503 + Retry-After, and the re-sent turn finishes the run once.
+
+Real uvicorn processes on Postgres + Redis; the graph is ``_lb_graph`` (two nodes, each
+sleeping ``LB_NODE_S``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _lb_cluster import HERE, ROOT, free_port, wait_http_ok
+
+from tenxgraph.core.exceptions import ThreadBusyError
+from tenxgraph.core.state import Message
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+
+@pytest.fixture
+def lb_env(
+    pg_dsn: str, pg_schema: str, redis_url: str, redis_prefix: str, monkeypatch: Any
+) -> dict[str, str]:
+    """The graph's settings (also set in this process, for the in-process checks)."""
+    env = {
+        "LB_PG_DSN": pg_dsn,
+        "LB_PG_SCHEMA": pg_schema,
+        "LB_REDIS_URL": redis_url,
+        "LB_REDIS_PREFIX": redis_prefix,
+        "LB_NODE_S": "1.5",
+        # Long enough that waiting for a lapse could not go unnoticed (reject would refuse).
+        "LB_LEASE_TTL_S": "60",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
+
+
+def _start_uvicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    full = dict(os.environ)
+    full.update(env)
+    full["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT)])
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "_drain_app:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--timeout-graceful-shutdown",
+                "20",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full,
+            start_new_session=True,
+        )
+
+
+def test_sigterm_stops_the_run_at_a_node_boundary_and_releases_its_lease(
+    lb_env: dict[str, str], tmp_path: Path
+) -> None:
+    import _lb_graph
+
+    port = free_port()
+    log = tmp_path / "server.log"
+    proc = _start_uvicorn(lb_env, port, log)
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/ping", 60, proc)
+        body = {
+            "messages": [{"message_id": "m1", "role": "user", "content": "hello"}],
+            "config": {"thread_id": "t-drain"},
+        }
+        answer: dict[str, Any] = {}
+
+        def call() -> None:
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/graph/invoke", json=body, timeout=60)
+            answer["status"] = r.status_code
+            answer["headers"] = dict(r.headers)
+            answer["json"] = r.json()
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.6)  # inside the first node (1.5 s)
+        os.killpg(proc.pid, signal.SIGTERM)
+        caller.join(30)
+        assert not caller.is_alive()
+        rc = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    text = log.read_text(errors="replace")
+    assert answer["status"] == 503, (answer, text[-3000:])
+    assert answer["headers"]["retry-after"] == "1"
+    assert answer["json"]["error"]["code"] == "SERVER_SHUTTING_DOWN_001"
+    assert rc in (0, -signal.SIGTERM), text[-3000:]
+
+    async def check() -> None:
+        app = _lb_graph.build()
+        try:
+            cfg = {"thread_id": "t-drain"}
+            state = await app.aget_state(dict(cfg))
+            assert state is not None
+            # The node in flight finished and was checkpointed; the run stopped there.
+            assert str(state.execution_meta.status) == "stopped"
+            assert [m.text() for m in state.context] == ["hello", "think:hello"]
+            # The lease is free: a run with "reject" would be refused at once by a held lease
+            # (its expiry is 60 s away).
+            again = Message.text_message("hello", message_id="m1")
+            result = await app.ainvoke(
+                {"messages": [again]}, {**cfg, "multitask_strategy": "reject"}
+            )
+            assert result.get("already_processed") is True
+            state = await app.aget_state(dict(cfg))
+            assert state is not None
+            assert str(state.execution_meta.status) == "completed"
+            assert [m.text() for m in state.context] == [
+                "hello",
+                "think:hello",
+                "answer:hello",
+            ]
+        finally:
+            await app.aclose()
+
+    try:
+        asyncio.run(check())
+    except ThreadBusyError as exc:  # pragma: no cover - the failure this test is about
+        raise AssertionError(f"the drained run kept its lease: {exc}") from exc
