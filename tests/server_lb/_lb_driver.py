@@ -88,6 +88,8 @@ class Driver:
         turns: turns per thread.
         headers: sent with every request (``Authorization``).
         deadline_s: a turn still unacknowledged this long after the run started is given up.
+        prefix: thread ids are ``<prefix>-0000``, ``<prefix>-0001``, ...
+        streamed: stream every other turn (``False``: every turn is an ``invoke``).
     """
 
     def __init__(
@@ -98,6 +100,7 @@ class Driver:
         headers: dict[str, str] | None = None,
         deadline_s: float = 600.0,
         prefix: str = "c",
+        streamed: bool = True,
     ) -> None:
         self.base_url = base_url
         self.n_threads = threads
@@ -105,6 +108,7 @@ class Driver:
         self.headers = headers or {}
         self.deadline_s = deadline_s
         self.prefix = prefix
+        self.streamed = streamed
         self.counts = Counts(threads=threads)
         self.acked: dict[str, set[int]] = {}
         self._t0 = 0.0
@@ -201,7 +205,7 @@ class Driver:
         tid = self.thread_id(i)
         for k in range(self.turns):
             # Half of the turns are streamed: alternate, starting with invoke on even threads.
-            await self._turn(client, tid, k, streamed=(i + k) % 2 == 1)
+            await self._turn(client, tid, k, streamed=self.streamed and (i + k) % 2 == 1)
 
     async def run(self, concurrency: int | None = None) -> None:
         """Send every turn (threads in parallel, at most ``concurrency`` at once)."""
