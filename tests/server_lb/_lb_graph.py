@@ -10,6 +10,9 @@ process, and each uvicorn worker, builds its own checkpointer after it started):
   SIGTERM lands inside runs.
 * ``LB_LEASE_TTL_S``: the run lease's expiry (default 5 s).
 
+A user message whose text starts with ``slow:`` makes each node sleep 0.5 s instead (a run
+that is surely still going when a test acts on it).
+
 Two nodes, ``think`` then ``answer``, each adding one assistant message that names the user
 message it answers (``think:<text>``, ``answer:<text>``), so a test can check that each turn was
 answered exactly once and in order.
@@ -34,15 +37,21 @@ def _last_user_text(state: AgentState) -> str:
     return ""
 
 
+def _pause_s(state: AgentState) -> float:
+    if _last_user_text(state).startswith("slow:"):
+        return 0.5
+    return float(os.environ.get("LB_NODE_S", "0.02"))
+
+
 async def think(state: AgentState) -> Message:
-    """First node: sleeps ``LB_NODE_S``, then a ``think:<text>`` message."""
-    await asyncio.sleep(float(os.environ.get("LB_NODE_S", "0.02")))
+    """First node: sleeps (``LB_NODE_S``), then a ``think:<text>`` message."""
+    await asyncio.sleep(_pause_s(state))
     return Message.text_message(f"think:{_last_user_text(state)}", role="assistant")
 
 
 async def answer(state: AgentState) -> Message:
-    """Second node: sleeps ``LB_NODE_S``, then an ``answer:<text>`` message."""
-    await asyncio.sleep(float(os.environ.get("LB_NODE_S", "0.02")))
+    """Second node: sleeps (``LB_NODE_S``), then an ``answer:<text>`` message."""
+    await asyncio.sleep(_pause_s(state))
     return Message.text_message(f"answer:{_last_user_text(state)}", role="assistant")
 
 
