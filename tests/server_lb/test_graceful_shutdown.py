@@ -9,6 +9,7 @@ sleeping ``LB_NODE_S``).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -47,45 +48,50 @@ def lb_env(
     return env
 
 
-def _start_uvicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+_SERVE = (
+    "import sys; from tenxgraph.server._run import serve; "
+    "serve(sys.argv[1], port=int(sys.argv[2]), workers=int(sys.argv[3]), "
+    "graceful_timeout_s=20, app_factory='_drain_app:make_app')"
+)
+
+
+def _start_server(
+    env: dict[str, str], port: int, workers: int, folder: Path
+) -> subprocess.Popen[bytes]:
+    """``serve()`` in a new process (the runner of ``tenxgraph serve``), on the test graph,
+    with the minimal routes of ``_drain_app``."""
+    cfg = folder / "10xgraph.json"
+    cfg.write_text(json.dumps({"agent": "_lb_graph:make_graph"}), encoding="utf-8")
     full = dict(os.environ)
     full.update(env)
     full["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT)])
-    with open(log, "ab") as out:
+    with open(folder / "server.log", "ab") as out:
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--factory",
-                "_drain_app:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--timeout-graceful-shutdown",
-                "20",
-            ],
+            [sys.executable, "-c", _SERVE, str(cfg), str(port), str(workers)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full,
+            cwd=folder,
             start_new_session=True,
         )
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_sigterm_stops_the_run_at_a_node_boundary_and_releases_its_lease(
-    lb_env: dict[str, str], tmp_path: Path
+    lb_env: dict[str, str], tmp_path: Path, workers: int
 ) -> None:
+    """The SIGTERM goes to the server's main process only, as an orchestrator sends it; with
+    ``--workers 2`` uvicorn's supervisor passes it on to its workers."""
     import _lb_graph
 
     port = free_port()
     log = tmp_path / "server.log"
-    proc = _start_uvicorn(lb_env, port, log)
+    proc = _start_server(lb_env, port, workers, tmp_path)
     try:
         wait_http_ok(f"http://127.0.0.1:{port}/ping", 60, proc)
         body = {
             "messages": [{"message_id": "m1", "role": "user", "content": "hello"}],
-            "config": {"thread_id": "t-drain"},
+            "config": {"thread_id": f"t-drain-{workers}"},
         }
         answer: dict[str, Any] = {}
 
@@ -98,7 +104,7 @@ def test_sigterm_stops_the_run_at_a_node_boundary_and_releases_its_lease(
         caller = threading.Thread(target=call)
         caller.start()
         time.sleep(0.6)  # inside the first node (1.5 s)
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGTERM)
         caller.join(30)
         assert not caller.is_alive()
         rc = proc.wait(30)
@@ -115,7 +121,7 @@ def test_sigterm_stops_the_run_at_a_node_boundary_and_releases_its_lease(
     async def check() -> None:
         app = _lb_graph.build()
         try:
-            cfg = {"thread_id": "t-drain"}
+            cfg = {"thread_id": f"t-drain-{workers}"}
             state = await app.aget_state(dict(cfg))
             assert state is not None
             # The node in flight finished and was checkpointed; the run stopped there.
