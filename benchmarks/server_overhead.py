@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -152,7 +153,15 @@ def main() -> None:
     ap.add_argument("--dsn", default=os.environ.get("TENXBENCH_PG_DSN", DEFAULT_DSN))
     ap.add_argument("--seconds", type=float, default=10.0, help="timed seconds per row")
     ap.add_argument("--callers", type=int, default=16, help="callers of the throughput rows")
+    ap.add_argument(
+        "--app-factory",
+        default=None,
+        help="module:attr of another app factory for the server processes (default: the "
+        "server's create_app through `tenxgraph serve`); e.g. _drain_app:make_app, the bare "
+        "route of tests/server_lb, measures the runner, uvicorn and HAProxy alone",
+    )
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop servers, drop db
     callers = [1, args.callers]
     load0 = os.getloadavg()[0]
     with BenchDatabase(args.dsn) as db, tempfile.TemporaryDirectory() as tmp:
@@ -162,7 +171,14 @@ def main() -> None:
         for n in (1, 3):
             folder = Path(tmp) / f"n{n}"
             folder.mkdir()
-            cluster = Cluster(folder, "_server_graph:make_graph", env=env, n=n, pythonpath=[HERE])
+            cluster = Cluster(
+                folder,
+                "_server_graph:make_graph",
+                env=env,
+                n=n,
+                pythonpath=[HERE, ROOT / "tests" / "server_lb"],
+                app_factory=args.app_factory,
+            )
             with cluster:
                 if n == 1:
                     rows += asyncio.run(
@@ -176,7 +192,8 @@ def main() -> None:
     print(table(rows))
     print(
         f"\n{os.cpu_count()} cores; 1-minute load average {load0:.2f} at start, {load1:.2f} "
-        f"at end; {args.seconds:.0f} s per row after 1 s of warm-up."
+        f"at end; {args.seconds:.0f} s per row after 1 s of warm-up; app factory: "
+        f"{args.app_factory or 'tenxgraph serve (create_app)'}."
     )
 
 
