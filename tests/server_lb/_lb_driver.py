@@ -111,6 +111,9 @@ class Driver:
         self.streamed = streamed
         self.counts = Counts(threads=threads)
         self.acked: dict[str, set[int]] = {}
+        #: message id of a streamed, acknowledged turn -> ids of the messages its stream
+        #: delivered (across resumes), in order
+        self.streamed_turns: dict[str, list[str]] = {}
         self._t0 = 0.0
 
     def thread_id(self, i: int) -> str:
@@ -135,10 +138,17 @@ class Driver:
         return f"answer:{text}" in texts
 
     async def _stream(self, client: httpx.AsyncClient, tid: str, mid: str, text: str) -> bool:
-        """One streamed turn, resumed from its last chunk after each break; ``True`` when the
-        answer and the final ``state`` chunk arrived."""
+        """One streamed turn, resumed from its last line after each break; ``True`` when the
+        answer and the final ``state`` chunk arrived.
+
+        Each line carries ``metadata.event_id`` = ``"<seq>:<message id>"``; the lines of one
+        stream, across its resumes, must have consecutive ``seq`` (a gap: a line lost; a
+        repeat: a line sent twice), and no message may arrive twice. The messages received
+        are kept for :meth:`verify`, which compares them with the turn as stored.
+        """
         self.counts.streams += 1
-        seen_ids: list[str] = []
+        last_seq = 0
+        received: list[str] = []
         got_answer = False
         broke = False
         headers: dict[str, str] = {}
@@ -152,6 +162,7 @@ class Driver:
                 ) as r:
                     if r.status_code != 200:
                         self.counts.errors[f"stream {r.status_code}"] += 1
+                        await r.aread()
                         broke = True
                         continue
                     async for line in r.aiter_lines():
@@ -160,18 +171,28 @@ class Driver:
                         chunk = orjson.loads(line)
                         cid = _chunk_id(chunk)
                         if cid is not None:
-                            if cid in seen_ids:
+                            seq = int(cid.partition(":")[0])
+                            if seq <= last_seq:
                                 self.counts.streams_repeated_chunk += 1
-                            elif seen_ids and not _follows(seen_ids[-1], cid):
+                            elif seq != last_seq + 1:
                                 self.counts.streams_lost_chunk += 1
-                            seen_ids.append(cid)
+                            last_seq = max(last_seq, seq)
                             headers = {"Last-Event-ID": cid}
+                        if chunk.get("event") == "error":
+                            data = chunk.get("data") or {}
+                            self.counts.errors[f"stream error {data.get('error_code')}"] += 1
                         msg = chunk.get("message")
-                        if isinstance(msg, dict) and _text(msg) == f"answer:{text}":
-                            got_answer = True
+                        if isinstance(msg, dict) and not msg.get("delta"):
+                            if str(msg.get("message_id")) in received:
+                                self.counts.streams_repeated_chunk += 1
+                            received.append(str(msg.get("message_id")))
+                            if _text(msg) == f"answer:{text}":
+                                got_answer = True
                         if _is_final(chunk):
                             if broke:
                                 self.counts.streams_resumed += 1
+                            if got_answer:
+                                self.streamed_turns[mid] = received
                             return got_answer
             except (httpx.TransportError, orjson.JSONDecodeError) as exc:
                 self.counts.errors[f"stream {type(exc).__name__}"] += 1
@@ -225,13 +246,22 @@ class Driver:
         self.counts.elapsed_s = time.monotonic() - self._t0
 
     # -- the check -------------------------------------------------------------------------------
+    def _check_streams(self, context: list[Any]) -> None:
+        """Count streamed turns whose stream missed a message of the turn as stored."""
+        for m in context:
+            got = self.streamed_turns.get(str(m.message_id))
+            if got is not None and set(_turn_ids(context, str(m.message_id))) - set(got):
+                self.counts.streams_lost_chunk += 1
+
     async def verify(self, graph: Any) -> None:
         """Read every thread from the store and count stored, lost and duplicated turns."""
         c = self.counts
         for i in range(self.n_threads):
             tid = self.thread_id(i)
             state = await graph.aget_state({"thread_id": tid})
-            texts = [m.text() for m in state.context] if state is not None else []
+            context = list(state.context) if state is not None else []
+            texts = [m.text() for m in context]
+            self._check_streams(context)
             counts = Counter(texts)
             c.duplicates += sum(n - 1 for n in counts.values() if n > 1)
             users = [t for t in texts if t.startswith(f"{tid}#")]
@@ -249,24 +279,26 @@ class Driver:
                     c.turns_lost += 1
 
 
+def _turn_ids(context: list[Any], mid: str) -> list[str]:
+    """Ids of the turn started by user message ``mid``: it, then what follows up to the next
+    user message (what a stream of that turn must deliver)."""
+    ids = [str(m.message_id) for m in context]
+    if mid not in ids:
+        return []
+    i = ids.index(mid)
+    out = [mid]
+    for m in context[i + 1 :]:
+        if m.role == "user":
+            break
+        out.append(str(m.message_id))
+    return out
+
+
 def _chunk_id(chunk: dict[str, Any]) -> str | None:
-    """The resume cursor of a chunk, as the server sends it (``id``)."""
-    cid = chunk.get("id")
-    if cid is None:
-        meta = chunk.get("metadata")
-        if isinstance(meta, dict):
-            cid = meta.get("event_id") or meta.get("id")
+    """The resume cursor of a line (``metadata.event_id``, ``"<seq>:<message id>"``)."""
+    meta = chunk.get("metadata")
+    cid = meta.get("event_id") if isinstance(meta, dict) else None
     return None if cid is None else str(cid)
-
-
-def _follows(prev: str, cid: str) -> bool:
-    """Whether cursor ``cid`` comes right after ``prev`` (``<run>:<seq>`` or ``<seq>``)."""
-    try:
-        p_run, _, p_seq = prev.rpartition(":")
-        c_run, _, c_seq = cid.rpartition(":")
-        return int(c_seq) == int(p_seq) + 1
-    except ValueError:
-        return True
 
 
 def _is_final(chunk: dict[str, Any]) -> bool:
