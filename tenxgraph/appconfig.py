@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_FILE_NAMES",
     "AppConfig",
+    "apply_env",
     "find_config",
     "import_attr",
     "load_config",
@@ -169,6 +170,18 @@ def _apply_env_file(env_file: Path) -> None:
         os.environ.setdefault(key, value)
 
 
+def apply_env(config: AppConfig) -> None:
+    """Set the variables of the config's ``env`` file in ``os.environ`` (those already set
+    win); nothing when it names none. :func:`load_graph` calls it first; the server calls it
+    before reading auth settings (``JWT_SECRET_KEY``) from the environment.
+
+    Raises:
+        ConfigError: ``CONFIG_001`` for a line that is not ``KEY=value``.
+    """
+    if config.env_file is not None:
+        _apply_env_file(config.env_file)
+
+
 def import_attr(spec: str, folder: Path | None = None) -> Any:
     """Import ``"module:attr"`` (``folder`` first on ``sys.path`` when given).
 
@@ -211,8 +224,7 @@ async def load_graph(config: AppConfig | str) -> CompiledGraph[Any]:
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
 
     if isinstance(config, AppConfig):
-        if config.env_file is not None:
-            _apply_env_file(config.env_file)
+        apply_env(config)
         spec, folder = config.agent, config.folder
     else:
         spec, folder = config, None

@@ -6,6 +6,7 @@
     tenxgraph threads list|show|history|delete ...    inspect threads, one user's scope at a time
     tenxgraph demo [--db FILE | --dsn ... --redis-url ...]
     tenxgraph replay DATA --workers N [--dsn ... --redis-url ...] [--kill-rate R]
+    tenxgraph serve --config 10xgraph.json [--host H] [--port P] [--workers N]
 
 Without ``--dsn`` every command uses the embedded SQLite store (``--db FILE``; the demo and
 replay default to a file in a temporary folder). ``tenxgraph COMMAND --help`` documents each
@@ -54,6 +55,7 @@ from tenxgraph.cli._common import (
 )
 from tenxgraph.cli.demo import _demo_async
 from tenxgraph.cli.replay import _cmd_replay
+from tenxgraph.cli.serve import add_serve_parser, cmd_serve
 from tenxgraph.cli.threads import _cmd_setup, _cmd_threads
 
 __all__ = [
@@ -240,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_store_args(r, db_help="SQLite file (default: a new file in a temporary folder)")
+    add_serve_parser(sub)
     return p
 
 
@@ -288,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_demo_async(args))
         if args.command == "replay":
             return _cmd_replay(args)
+        if args.command == "serve":
+            return cmd_serve(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -1,0 +1,183 @@
+"""The newline-delimited JSON stream of ``POST /v1/graph/stream`` and its resume protocol.
+
+Every line is one ``StreamChunk`` as JSON whose ``metadata.event_id`` is ``"<seq>:<message id>"``:
+``seq`` counts the lines of this response (a resumed response continues from the cursor's), the
+message id is the last complete message sent so far (the line's own for a ``message`` chunk).
+
+A client whose stream broke re-sends the same request (same message ids) with the header
+``Last-Event-ID: <event id of the last line it read>``. The server then
+
+1. reads the thread's durable state and sends, in order, the messages of that turn that come
+   after the cursor's message (the turn: the request's input messages, then what followed them
+   up to the next ``user`` message);
+2. runs the request again through the runtime, which answers an already finished turn without
+   running anything, waits for a lapsed lease and finishes a cut-off run, or waits behind a run
+   still under way (``enqueue``); message chunks already sent (by id) are skipped;
+3. before the final line, reads the state once more and sends any message of the turn still
+   unsent (a message committed by a holder that died after step 1).
+
+Message chunks of non-generator nodes are yielded by the runtime only after the checkpoint
+holding them committed, so a message a client has seen is durable and a durable message is
+sent at most once per resumed response. Token deltas (``message.delta``) are not replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from tenxgraph.core.graph.compiled_graph import CompiledGraph
+from tenxgraph.core.state import Message
+from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
+from tenxgraph.utils.constants import ResponseGranularity
+
+from ._envelope import ApiError
+
+__all__ = ["parse_cursor", "stream_ndjson"]
+
+
+def parse_cursor(value: str | None) -> tuple[int, str] | None:
+    """``(seq, message_id)`` of a ``Last-Event-ID`` header, ``None`` when absent.
+
+    Raises:
+        ApiError: 422 ``VALIDATION_000`` when it is not ``"<seq>:<message id>"``.
+    """
+    if value is None or not value.strip():
+        return None
+    seq, sep, mid = value.strip().partition(":")
+    if not sep or not seq.isdigit() or not mid:
+        raise ApiError(422, "VALIDATION_000", "Last-Event-ID must be '<seq>:<message id>' as sent")
+    return int(seq), mid
+
+
+def _turn(context: list[Message], inputs: list[Message]) -> list[Message]:
+    """The input messages as stored followed by their answer (up to the next user message)."""
+    ids = [m.message_id for m in context]
+    first = inputs[0].message_id
+    if first not in ids:
+        return []
+    i = ids.index(first)
+    out = list(context[i : i + len(inputs)])
+    for m in context[i + len(inputs) :]:
+        if m.role == "user":
+            break
+        out.append(m)
+    return out
+
+
+class _Lines:
+    """Numbers lines and tracks the last message id sent."""
+
+    def __init__(self, seq: int, last_mid: str) -> None:
+        self.seq = seq
+        self.last_mid = last_mid
+        self.sent: set[str] = set()
+
+    def line(self, chunk: StreamChunk) -> bytes:
+        msg = chunk.message
+        if chunk.event == StreamEvent.MESSAGE and msg is not None and not msg.delta:
+            self.last_mid = str(msg.message_id)
+            self.sent.add(self.last_mid)
+        self.seq += 1
+        body = chunk.model_dump(mode="json")
+        body["metadata"] = {
+            **(body.get("metadata") or {}),
+            "event_id": f"{self.seq}:{self.last_mid}",
+        }
+        return orjson.dumps(body) + b"\n"
+
+    def skip(self, chunk: StreamChunk) -> bool:
+        msg = chunk.message
+        return (
+            chunk.event == StreamEvent.MESSAGE
+            and msg is not None
+            and str(msg.message_id) in self.sent
+        )
+
+
+async def stream_ndjson(
+    graph: CompiledGraph[Any],
+    input_data: dict[str, Any],
+    config: dict[str, Any],
+    granularity: ResponseGranularity,
+    cursor: tuple[int, str] | None,
+    inputs: list[Message],
+) -> AsyncIterator[bytes]:
+    """The NDJSON lines of one stream request (see the module docstring for the protocol).
+
+    Args:
+        graph: the served graph.
+        input_data: the run input (``{"messages": [...], ...}``).
+        config: the run config (``thread_id``, ``user_id`` set).
+        granularity: the response granularity.
+        cursor: ``(seq, message id)`` from ``Last-Event-ID``, or ``None`` for a first request.
+        inputs: the request's input messages (the turn's key).
+
+    Raises:
+        ApiError: 422 when the cursor names no message of this turn (checked before any line).
+    """
+    lines = _Lines(0, str(inputs[0].message_id))
+    durable: list[Message] = []
+    if cursor is not None:
+        seq, mid = cursor
+        state = await graph.aget_state(config)
+        turn = _turn(list(state.context) if state is not None else [], inputs)
+        ids = [str(m.message_id) for m in turn] or [str(m.message_id) for m in inputs]
+        if mid not in ids:
+            raise ApiError(
+                422, "VALIDATION_000", f"Last-Event-ID names message {mid!r}, not one of this turn"
+            )
+        cut = ids.index(mid) + 1
+        lines = _Lines(seq, mid)
+        lines.sent.update(ids[:cut])
+        durable = turn[cut:]
+    return _generate(graph, input_data, config, granularity, cursor, inputs, lines, durable)
+
+
+async def _generate(
+    graph: CompiledGraph[Any],
+    input_data: dict[str, Any],
+    config: dict[str, Any],
+    granularity: ResponseGranularity,
+    cursor: tuple[int, str] | None,
+    inputs: list[Message],
+    lines: _Lines,
+    durable: list[Message],
+) -> AsyncIterator[bytes]:
+    for m in durable:
+        yield lines.line(
+            StreamChunk.fast(
+                StreamEvent.MESSAGE,
+                message=m,
+                thread_id=config.get("thread_id"),
+                metadata={"resumed": True},
+            )
+        )
+    pending: StreamChunk | None = None
+    try:
+        async for chunk in graph.astream(input_data, config, granularity):
+            if lines.skip(chunk):
+                continue
+            if pending is not None:
+                yield lines.line(pending)
+            pending = chunk
+    except Exception:  # noqa: BLE001 - astream yielded an error chunk before raising
+        if pending is not None:
+            yield lines.line(pending)
+        return
+    if cursor is not None:
+        state = await graph.aget_state(config)
+        for m in _turn(list(state.context) if state is not None else [], inputs):
+            if str(m.message_id) not in lines.sent:
+                yield lines.line(
+                    StreamChunk.fast(
+                        StreamEvent.MESSAGE,
+                        message=m,
+                        thread_id=config.get("thread_id"),
+                        metadata={"resumed": True},
+                    )
+                )
+    if pending is not None:
+        yield lines.line(pending)

@@ -1,0 +1,150 @@
+"""The ``/v1/threads*`` routes (10xGraph's checkpointer router), scoped to the caller.
+
+Every call passes the authenticated ``user_id``, so the store's user isolation decides: another
+user's thread reads as not found (404) and writes to it are refused (403
+``STORAGE_FORBIDDEN_001``), without revealing the owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tenxgraph.core.exceptions import ResourceNotFoundError
+
+from ._body import check_id, read_model
+from ._context import ServerContext
+from ._envelope import ApiError, json_response
+from .schemas import ConfigBody, PutMessagesBody, PutStateBody
+
+__all__ = ["ThreadRoutes"]
+
+
+def _int_query(request: Request, name: str, minimum: int) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(422, "VALIDATION_ERROR", f"{name} must be an integer") from None
+    if value < minimum:
+        raise ApiError(422, "VALIDATION_ERROR", f"{name} must be >= {minimum}")
+    return value
+
+
+def _not_found(thread_id: str) -> ResourceNotFoundError:
+    return ResourceNotFoundError(
+        f"no thread {thread_id!r} for this user", context={"thread_id": thread_id}
+    )
+
+
+class ThreadRoutes:
+    """Handlers of the thread routes, bound to one :class:`ServerContext`."""
+
+    def __init__(self, ctx: ServerContext) -> None:
+        self.ctx = ctx
+
+    async def _cfg(self, request: Request, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        user = await self.ctx.user(request)
+        return self.ctx.config(user, body, request.path_params["thread_id"])
+
+    def _state_out(self, state: Any) -> dict[str, Any] | None:
+        return None if state is None else state.model_dump(mode="json")
+
+    async def get_state(self, request: Request) -> Response:
+        """``GET /v1/threads/{id}/state``: ``{"state": ... | None}``."""
+        cfg = await self._cfg(request)
+        state = await self.ctx.graph.aget_state(cfg)
+        return json_response(request, {"state": self._state_out(state)})
+
+    async def put_state(self, request: Request) -> Response:
+        """``PUT /v1/threads/{id}/state``: set fields (each through its reducer), a new version."""
+        body = await read_model(request, PutStateBody, self.ctx.max_body_bytes)
+        cfg = await self._cfg(request, body.config)
+        if "execution_meta" in body.state:
+            raise ApiError(422, "VALIDATION_000", "execution_meta is written by the runtime only")
+        await self.ctx.graph.aupdate_state(cfg, body.state)
+        state = await self.ctx.graph.aget_state(cfg)
+        return json_response(request, {"state": self._state_out(state)})
+
+    async def clear_state(self, request: Request) -> Response:
+        """``DELETE /v1/threads/{id}/state``: clear the thread (10xGraph's ``aclear_state``)."""
+        body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
+        cfg = await self._cfg(request, body.config)
+        res = await self.ctx.graph.checkpointer.aclear_state(cfg)
+        return json_response(
+            request, {"success": True, "message": "State cleared successfully", "data": res}
+        )
+
+    async def put_messages(self, request: Request) -> Response:
+        """``POST /v1/threads/{id}/messages``: append messages (``aput_messages``)."""
+        body = await read_model(request, PutMessagesBody, self.ctx.max_body_bytes)
+        if not body.messages:
+            raise ApiError(422, "VALIDATION_ERROR", "messages must not be empty")
+        for m in body.messages:
+            check_id(m.message_id, "message_id")
+        cfg = await self._cfg(request, body.config)
+        await self.ctx.graph.checkpointer.aput_messages(cfg, body.messages, body.metadata)
+        ids = [m.message_id for m in body.messages]
+        return json_response(
+            request, {"success": True, "message": "Messages put successfully", "data": ids}
+        )
+
+    async def list_messages(self, request: Request) -> Response:
+        """``GET /v1/threads/{id}/messages?search=&offset=&limit=``: ``{"messages": [...]}``."""
+        cfg = await self._cfg(request)
+        offset = _int_query(request, "offset", 0)
+        limit = _int_query(request, "limit", 1)
+        msgs = await self.ctx.graph.checkpointer.alist_messages(
+            cfg, request.query_params.get("search") or None, offset, limit
+        )
+        return json_response(request, {"messages": msgs})
+
+    async def get_message(self, request: Request) -> Response:
+        """``GET /v1/threads/{id}/messages/{mid}``: the message (404 when absent)."""
+        cfg = await self._cfg(request)
+        mid = check_id(request.path_params["message_id"], "message_id")
+        msg = await self.ctx.graph.checkpointer.aget_message(cfg, mid)
+        return json_response(request, msg)
+
+    async def delete_message(self, request: Request) -> Response:
+        """``DELETE /v1/threads/{id}/messages/{mid}``: remove one message."""
+        body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
+        cfg = await self._cfg(request, body.config)
+        mid = check_id(request.path_params["message_id"], "message_id")
+        res = await self.ctx.graph.checkpointer.adelete_message(cfg, mid)
+        return json_response(
+            request, {"success": True, "message": "Message deleted successfully", "data": res}
+        )
+
+    async def get_thread(self, request: Request) -> Response:
+        """``GET /v1/threads/{id}``: ``{"thread": {...} | None}``; 404 when absent or foreign."""
+        cfg = await self._cfg(request)
+        info = await self.ctx.graph.checkpointer.aget_thread(cfg)
+        if info is None:
+            raise _not_found(cfg["thread_id"])
+        return json_response(request, {"thread": info.model_dump()})
+
+    async def list_threads(self, request: Request) -> Response:
+        """``GET /v1/threads?search=&offset=&limit=``: the caller's threads, newest first."""
+        user = await self.ctx.user(request)
+        offset = _int_query(request, "offset", 0)
+        limit = _int_query(request, "limit", 1)
+        infos = await self.ctx.graph.checkpointer.alist_threads(
+            {"user_id": user["user_id"]}, request.query_params.get("search") or None, offset, limit
+        )
+        return json_response(request, {"threads": [i.model_dump() for i in infos]})
+
+    async def delete_thread(self, request: Request) -> Response:
+        """``DELETE /v1/threads/{id}``: delete every version, message and ledger row."""
+        body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
+        cfg = await self._cfg(request, body.config)
+        res = await self.ctx.graph.checkpointer.aclean_thread(cfg)
+        if not res:
+            raise _not_found(cfg["thread_id"])
+        return json_response(
+            request, {"success": True, "message": "Thread deleted successfully", "data": res}
+        )
