@@ -50,12 +50,6 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=10, help="turns per thread")
     ap.add_argument("--kill-every", type=float, default=3.0, help="seconds between two kills")
     ap.add_argument("--servers", type=int, default=3)
-    ap.add_argument(
-        "--app-factory",
-        default=None,
-        help="module:attr of another app factory (default: `tenxgraph serve`); with "
-        "_drain_app:make_app (an invoke route only) add --invoke-only",
-    )
     ap.add_argument("--invoke-only", action="store_true", help="stream no turn")
     args = ap.parse_args()
     # A SIGTERM (timeout, Ctrl-C's cousin) unwinds through the finally blocks below, which
@@ -75,7 +69,6 @@ def main() -> int:
                 kill_every_s=args.kill_every,
                 servers=args.servers,
                 deadline_s=3600,
-                app_factory=args.app_factory,
                 streamed=not args.invoke_only,
             )
     finally:

@@ -153,13 +153,6 @@ def main() -> None:
     ap.add_argument("--dsn", default=os.environ.get("TENXBENCH_PG_DSN", DEFAULT_DSN))
     ap.add_argument("--seconds", type=float, default=10.0, help="timed seconds per row")
     ap.add_argument("--callers", type=int, default=16, help="callers of the throughput rows")
-    ap.add_argument(
-        "--app-factory",
-        default=None,
-        help="module:attr of another app factory for the server processes (default: the "
-        "server's create_app through `tenxgraph serve`); e.g. _drain_app:make_app, the bare "
-        "route of tests/server_lb, measures the runner, uvicorn and HAProxy alone",
-    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop servers, drop db
     callers = [1, args.callers]
@@ -176,8 +169,7 @@ def main() -> None:
                 "_server_graph:make_graph",
                 env=env,
                 n=n,
-                pythonpath=[HERE, ROOT / "tests" / "server_lb"],
-                app_factory=args.app_factory,
+                pythonpath=[HERE],
             )
             with cluster:
                 if n == 1:
@@ -192,8 +184,7 @@ def main() -> None:
     print(table(rows))
     print(
         f"\n{os.cpu_count()} cores; 1-minute load average {load0:.2f} at start, {load1:.2f} "
-        f"at end; {args.seconds:.0f} s per row after 1 s of warm-up; app factory: "
-        f"{args.app_factory or 'tenxgraph serve (create_app)'}."
+        f"at end; {args.seconds:.0f} s per row after 1 s of warm-up."
     )
 
 

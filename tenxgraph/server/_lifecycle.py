@@ -38,13 +38,13 @@ import logging
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import orjson
+from starlette.requests import Request
+
+from tenxgraph.server._envelope import ApiError, error_response
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
@@ -80,7 +80,9 @@ class GracefulShutdown:
 
     Args:
         app: the ASGI app (``create_app(graph)``).
-        graph: the compiled graph whose runs are stopped at their next node boundary.
+        graph: the compiled graph whose runs are stopped at their next node boundary, or a
+            function returning it (``None`` while not loaded yet: an app built from a config
+            file loads its graph at lifespan start).
         retry_after_s: the ``Retry-After`` (whole seconds) of the ``503`` answers.
         install_signal_handlers: chain onto the process's SIGTERM / SIGINT handlers at
             lifespan start (main thread only); ``False``: call :meth:`begin` yourself.
@@ -93,13 +95,13 @@ class GracefulShutdown:
     def __init__(
         self,
         app: ASGIApp,
-        graph: CompiledGraph[Any],
+        graph: CompiledGraph[Any] | Callable[[], CompiledGraph[Any] | None],
         *,
         retry_after_s: int = 1,
         install_signal_handlers: bool = True,
     ) -> None:
         self.app = app
-        self.graph = graph
+        self._graph = graph
         self.retry_after_s = int(retry_after_s)
         self.install_signal_handlers = install_signal_handlers
         self.draining = False
@@ -107,6 +109,16 @@ class GracefulShutdown:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._previous: dict[int, Any] = {}
+
+    @property
+    def graph(self) -> CompiledGraph[Any] | None:
+        """The graph whose runs are drained (``None`` while not loaded)."""
+        from tenxgraph.core.graph.compiled_graph import CompiledGraph
+
+        g = self._graph
+        if isinstance(g, CompiledGraph):
+            return g
+        return g()
 
     # -- the drain -------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -133,10 +145,13 @@ class GracefulShutdown:
         in-process stop requests the runner checks at each boundary (the fast path of
         ``astop``); only that in-process request is made here.
         """
-        graph = self.graph
-        running: dict[Any, int] = graph._running  # noqa: SLF001 - the runtime's own registry
-        stops: dict[Any, float] = graph._local_stops  # noqa: SLF001
         while True:
+            graph = self.graph
+            if graph is None:
+                await asyncio.sleep(_STOP_EVERY_S)
+                continue
+            running: dict[Any, int] = graph._running  # noqa: SLF001 - the runtime's registry
+            stops: dict[Any, float] = graph._local_stops  # noqa: SLF001
             now = time.time()
             for key in list(running):
                 if key not in stops:
@@ -186,7 +201,7 @@ class GracefulShutdown:
             await self.app(scope, receive, send)
             return
         if self.draining:
-            await self._refuse(send)
+            await self._refuse(scope, receive, send)
             return
         if not _is_turn(scope):
             await self.app(scope, receive, send)
@@ -197,7 +212,7 @@ class GracefulShutdown:
             nonlocal replaced
             if message["type"] == "http.response.start" and self.draining:
                 replaced = True
-                await self._refuse(send)
+                await self._refuse(scope, receive, send)
                 return
             if replaced:
                 return
@@ -205,29 +220,10 @@ class GracefulShutdown:
 
         await self.app(scope, receive, guarded_send)
 
-    async def _refuse(self, send: Send) -> None:
-        """The ``503`` of a draining process, in 10xGraph's error envelope."""
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ``503`` of a draining process, in the server's error envelope."""
         text = "this instance is shutting down; send the request again (same message ids)"
-        body = orjson.dumps(
-            {
-                "error": {"code": DRAIN_ERROR_CODE, "message": text, "details": []},
-                "metadata": {
-                    "request_id": uuid.uuid4().hex,
-                    "timestamp": datetime.now(UTC).isoformat(),
-                    "message": text,
-                },
-            }
-        )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 503,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(self.retry_after_s).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        response = error_response(Request(scope), ApiError(503, DRAIN_ERROR_CODE, text))
+        response.headers["retry-after"] = str(self.retry_after_s)
+        response.headers["connection"] = "close"
+        await response(scope, receive, send)

@@ -49,17 +49,16 @@ def run_chaos(
     kill_every_s: float,
     servers: int = 3,
     deadline_s: float = 600.0,
-    app_factory: str | None = None,
     streamed: bool = True,
 ) -> tuple[Counts, Cluster]:
     """Start HAProxy and ``servers`` servers, send ``threads`` x ``turns`` turns while killing
     a server every ``kill_every_s`` seconds, stop everything, check the store.
 
     ``env`` is also set in this process (the check reads the store with the same graph).
-    ``app_factory`` and ``streamed`` are passed to :class:`Cluster` and :class:`Driver`.
+    ``streamed`` is passed to :class:`Driver`.
     """
     os.environ.update(env)
-    cluster = Cluster(folder, "_lb_graph:make_graph", env=env, n=servers, app_factory=app_factory)
+    cluster = Cluster(folder, "_lb_graph:make_graph", env=env, n=servers)
     with cluster:
         # HAProxy's port is known once the cluster started.
         driver = Driver(

@@ -113,9 +113,6 @@ class Cluster:
         pythonpath: folders put first on the servers' ``PYTHONPATH``.
         auth: the config file's ``auth`` value (``None``: no authentication).
         serve_args: extra arguments of ``tenxgraph serve`` (``["--workers", "2"]``).
-        app_factory: ``module:attr`` of another app factory than the server's ``create_app``:
-            the processes then run the server runner (``tenxgraph.server._run.serve``) with
-            it instead of the ``tenxgraph serve`` command (``serve_args`` unused).
     """
 
     folder: Path
@@ -125,7 +122,6 @@ class Cluster:
     pythonpath: Sequence[Path] = (HERE,)
     auth: object = None
     serve_args: Sequence[str] = ()
-    app_factory: str | None = None
     ports: list[int] = field(default_factory=list)
     front_port: int = 0
     procs: list[subprocess.Popen[bytes] | None] = field(default_factory=list)
@@ -158,19 +154,6 @@ class Cluster:
     # -- servers ---------------------------------------------------------------------------------
     def command(self, i: int) -> list[str]:
         """The command line of server ``i``."""
-        if self.app_factory is not None:
-            code = (
-                "import sys; from tenxgraph.server._run import serve; "
-                "serve(sys.argv[1], port=int(sys.argv[2]), app_factory=sys.argv[3])"
-            )
-            return [
-                sys.executable,
-                "-c",
-                code,
-                str(self.config_path),
-                str(self.ports[i]),
-                self.app_factory,
-            ]
         return [
             sys.executable,
             "-m",

@@ -48,18 +48,10 @@ def lb_env(
     return env
 
 
-_SERVE = (
-    "import sys; from tenxgraph.server._run import serve; "
-    "serve(sys.argv[1], port=int(sys.argv[2]), workers=int(sys.argv[3]), "
-    "graceful_timeout_s=20, app_factory='_drain_app:make_app')"
-)
-
-
 def _start_server(
     env: dict[str, str], port: int, workers: int, folder: Path
 ) -> subprocess.Popen[bytes]:
-    """``serve()`` in a new process (the runner of ``tenxgraph serve``), on the test graph,
-    with the minimal routes of ``_drain_app``."""
+    """``tenxgraph serve`` in a new process, on the test graph."""
     cfg = folder / "10xgraph.json"
     cfg.write_text(json.dumps({"agent": "_lb_graph:make_graph"}), encoding="utf-8")
     full = dict(os.environ)
@@ -67,7 +59,20 @@ def _start_server(
     full["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT)])
     with open(folder / "server.log", "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", _SERVE, str(cfg), str(port), str(workers)],
+            [
+                sys.executable,
+                "-m",
+                "tenxgraph.cli",
+                "serve",
+                "--config",
+                str(cfg),
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--graceful-timeout",
+                "20",
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full,
