@@ -109,7 +109,9 @@ def test_user_b_cannot_read_list_change_or_delete_user_a_threads(cluster: Cluste
         r = http.get("/v1/threads", headers=a)
         assert r.status_code == 200 and tid in r.text, r.text
 
-        # Change: B cannot add a message, replace the state, delete a message or the thread.
+        # Change: B cannot add a message or replace the state (refused), nor delete a message
+        # or the thread (refused, or answered as for a thread that does not exist: nothing
+        # deleted; A's thread is checked below).
         for r in (
             http.post(
                 f"/v1/threads/{tid}/messages",
@@ -117,11 +119,15 @@ def test_user_b_cannot_read_list_change_or_delete_user_a_threads(cluster: Cluste
                 headers=b,
             ),
             http.put(f"/v1/threads/{tid}/state", json={"state": {"context": []}}, headers=b),
+        ):
+            _hidden(r, secret)
+            assert r.status_code >= 400, r.text
+        for r in (
             http.delete(f"/v1/threads/{tid}/messages/a-m1", headers=b),
             http.delete(f"/v1/threads/{tid}", headers=b),
         ):
             _hidden(r, secret)
-            assert r.status_code >= 400, r.text
+            assert r.status_code >= 400 or r.json()["data"].get("data") is False, r.text
         # Nor write into it by sending a turn on A's thread id.
         r = http.post("/v1/graph/invoke", json=_turn(tid, "b-m1", "bob was here"), headers=b)
         _hidden(r, secret)
@@ -133,6 +139,8 @@ def test_user_b_cannot_read_list_change_or_delete_user_a_threads(cluster: Cluste
             assert r.status_code == 200, r.text
             assert secret in r.text and "from bob" not in r.text and "bob was here" not in r.text
             assert f"answer:{secret}" in r.text
+            r = http.get(f"/v1/threads/{tid}/messages/a-m1", headers=a)
+            assert r.status_code == 200 and secret in r.text, r.text
 
 
 def test_user_b_cannot_stop_user_a_run(cluster: Cluster, tmp_path: Path) -> None:
