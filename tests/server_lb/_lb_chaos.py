@@ -34,6 +34,7 @@ async def _drive(cluster: Cluster, driver: Driver, kill_every_s: float) -> None:
         stop.set()
         await chaos
     driver.counts.kills = cluster.kills
+    driver.counts.problems = driver.problems
     graph = _lb_graph.build()
     try:
         await driver.verify(graph)

@@ -52,12 +52,14 @@ class Counts:
     kills: int = 0
     replayed_answers: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         """The counts as a plain dict (errors: the 10 most common)."""
-        out = {k: v for k, v in self.__dict__.items() if k != "errors"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("errors", "problems")}
         out["errors"] = dict(self.errors.most_common(10))
+        out["problems"] = self.problems[:20]
         return out
 
 
@@ -114,6 +116,8 @@ class Driver:
         #: message id of a streamed, acknowledged turn -> ids of the messages its stream
         #: delivered (across resumes), in order
         self.streamed_turns: dict[str, list[str]] = {}
+        #: what each lost or repeated line or message was (for a failure message)
+        self.problems: list[str] = []
         self._t0 = 0.0
 
     def thread_id(self, i: int) -> str:
@@ -151,11 +155,16 @@ class Driver:
         received: list[str] = []
         got_answer = False
         broke = False
+        # The cursor before the first line (the server numbers lines from 1; the message id
+        # of the cursor is the input's): a retry that received nothing still resumes, so the
+        # server replays what a dead instance already committed of this turn.
         headers: dict[str, str] = {}
+        resume_from_start = {"Last-Event-ID": f"0:{mid}"}
         body = _body(tid, mid, text)
         for _attempt in range(50):
             if broke:
                 await asyncio.sleep(RETRY_PAUSE_S)
+                headers = headers or resume_from_start
             try:
                 async with client.stream(
                     "POST", "/v1/graph/stream", json=body, headers=headers
@@ -163,6 +172,8 @@ class Driver:
                     if r.status_code != 200:
                         self.counts.errors[f"stream {r.status_code}"] += 1
                         await r.aread()
+                        if not broke:
+                            self.counts.streams_broken += 1
                         broke = True
                         continue
                     async for line in r.aiter_lines():
@@ -174,8 +185,10 @@ class Driver:
                             seq = int(cid.partition(":")[0])
                             if seq <= last_seq:
                                 self.counts.streams_repeated_chunk += 1
+                                self.problems.append(f"{mid}: line {seq} again")
                             elif seq != last_seq + 1:
                                 self.counts.streams_lost_chunk += 1
+                                self.problems.append(f"{mid}: line {seq} after {last_seq}")
                             last_seq = max(last_seq, seq)
                             headers = {"Last-Event-ID": cid}
                         if chunk.get("event") == "error":
@@ -185,6 +198,9 @@ class Driver:
                         if isinstance(msg, dict) and not msg.get("delta"):
                             if str(msg.get("message_id")) in received:
                                 self.counts.streams_repeated_chunk += 1
+                                self.problems.append(
+                                    f"{mid}: message {msg.get('message_id')} again"
+                                )
                             received.append(str(msg.get("message_id")))
                             if _text(msg) == f"answer:{text}":
                                 got_answer = True
@@ -250,8 +266,12 @@ class Driver:
         """Count streamed turns whose stream missed a message of the turn as stored."""
         for m in context:
             got = self.streamed_turns.get(str(m.message_id))
-            if got is not None and set(_turn_ids(context, str(m.message_id))) - set(got):
+            # The answer's messages (the input is the client's own; a stream resumed before
+            # its first line does not echo it).
+            missing = set(_turn_ids(context, str(m.message_id))[1:]) - set(got or ())
+            if got is not None and missing:
                 self.counts.streams_lost_chunk += 1
+                self.problems.append(f"{m.message_id}: stream missed {sorted(missing)} of {got}")
 
     async def verify(self, graph: Any) -> None:
         """Read every thread from the store and count stored, lost and duplicated turns."""

@@ -31,11 +31,12 @@ def test_chaos_behind_haproxy_loses_and_duplicates_nothing(
 ) -> None:
     env = chaos_env(pg_dsn, pg_schema, redis_url, redis_prefix)
     counts, cluster = run_chaos(
-        tmp_path, env, threads=40, turns=12, kill_every_s=1.5, deadline_s=120
+        tmp_path, env, threads=50, turns=30, kill_every_s=1.0, deadline_s=120
     )
     summary = counts.summary()
-    where = f"{summary}\n{cluster.logs(2000)}"
-    assert counts.turns_sent == 40 * 12
+    print(summary)  # the counts, shown with pytest -s or -rP
+    where = f"{summary}\n{cluster.logs(1500)}\n{summary}"
+    assert counts.turns_sent == 50 * 30
     assert counts.turns_given_up == 0, where
     assert counts.turns_acknowledged == counts.turns_sent, where
     assert counts.turns_lost == 0, where
