@@ -71,10 +71,13 @@ class ThreadRoutes:
         return json_response(request, {"state": self._state_out(state)})
 
     async def clear_state(self, request: Request) -> Response:
-        """``DELETE /v1/threads/{id}/state``: clear the thread (10xGraph's ``aclear_state``)."""
+        """``DELETE /v1/threads/{id}/state``: clear the thread (10xGraph's ``aclear_state``);
+        404 when there is nothing of it for this user."""
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
         res = await self.ctx.graph.checkpointer.aclear_state(cfg)
+        if not res:
+            raise _not_found(cfg["thread_id"])
         return json_response(
             request, {"success": True, "message": "State cleared successfully", "data": res}
         )
@@ -111,11 +114,17 @@ class ThreadRoutes:
         return json_response(request, msg)
 
     async def delete_message(self, request: Request) -> Response:
-        """``DELETE /v1/threads/{id}/messages/{mid}``: remove one message."""
+        """``DELETE /v1/threads/{id}/messages/{mid}``: remove one message (404 when the
+        thread, for this user, has no such message)."""
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
         mid = check_id(request.path_params["message_id"], "message_id")
         res = await self.ctx.graph.checkpointer.adelete_message(cfg, mid)
+        if not res:
+            raise ResourceNotFoundError(
+                f"no message {mid!r} in thread {cfg['thread_id']!r}",
+                context={"thread_id": cfg["thread_id"], "message_id": mid},
+            )
         return json_response(
             request, {"success": True, "message": "Message deleted successfully", "data": res}
         )
