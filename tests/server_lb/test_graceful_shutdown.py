@@ -39,7 +39,7 @@ def lb_env(
         "LB_PG_SCHEMA": pg_schema,
         "LB_REDIS_URL": redis_url,
         "LB_REDIS_PREFIX": redis_prefix,
-        "LB_NODE_S": "1.5",
+        "LB_NODE_S": "2.5",
         # Long enough that waiting for a lapse could not go unnoticed (reject would refuse).
         "LB_LEASE_TTL_S": "60",
     }
@@ -108,7 +108,7 @@ def test_sigterm_stops_the_run_at_a_node_boundary_and_releases_its_lease(
 
         caller = threading.Thread(target=call)
         caller.start()
-        time.sleep(0.6)  # inside the first node (1.5 s)
+        time.sleep(1.0)  # inside the first node (2.5 s)
         os.kill(proc.pid, signal.SIGTERM)
         caller.join(30)
         assert not caller.is_alive()
