@@ -16,8 +16,10 @@ SIGINT / Ctrl-C alike), wrapped around the ASGI app by :class:`GracefulShutdown`
 3. An ``invoke`` whose run ended after the drain began answers ``503`` (``Retry-After``) instead
    of its result, so the client re-sends the same message: any other instance then finishes the
    stopped run (at most the node that was running is not re-run: it was checkpointed) and
-   answers, as for any retried turn (docs/idempotent-turns.md). A stream already under way ends
-   with the run's ``stopped`` chunks; the client resumes it like any broken stream.
+   answers, as for any retried turn (docs/idempotent-turns.md). A stream under way is cut
+   (no line after the drain began, the connection closed without the response's end): the
+   client resumes it like any broken stream, and the instance that answers replays the
+   messages committed since and finishes the run.
 4. uvicorn waits for the connections to close (``--graceful-timeout``, after which it cancels
    what is left: a cancelled run leaves its queue and releases its lease), then runs the
    lifespan shutdown (the graph's ``aclose``).
@@ -73,6 +75,11 @@ def _is_turn(scope: Scope) -> bool:
     """Whether a request starts a turn whose answer can be replaced by a 503 (a retry of the
     same message is idempotent): ``POST .../graph/invoke``."""
     return scope.get("method") == "POST" and str(scope.get("path", "")).endswith("/graph/invoke")
+
+
+def _is_stream(scope: Scope) -> bool:
+    """Whether a request is a stream (``POST .../graph/stream``)."""
+    return scope.get("method") == "POST" and str(scope.get("path", "")).endswith("/graph/stream")
 
 
 class GracefulShutdown:
@@ -203,6 +210,9 @@ class GracefulShutdown:
         if self.draining:
             await self._refuse(scope, receive, send)
             return
+        if _is_stream(scope):
+            await self._stream(scope, receive, send)
+            return
         if not _is_turn(scope):
             await self.app(scope, receive, send)
             return
@@ -215,6 +225,29 @@ class GracefulShutdown:
                 await self._refuse(scope, receive, send)
                 return
             if replaced:
+                return
+            await send(message)
+
+        await self.app(scope, receive, guarded_send)
+
+    async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A stream under way when the drain begins is cut, not ended: the lines produced
+        after that (the run's ``stopped`` chunks among them) are consumed but not sent, so the
+        run reaches its node boundary and releases its lease, and the response is left
+        unfinished (uvicorn closes the connection): the client sees a broken stream and
+        resumes it on another instance (``Last-Event-ID``), which replays the messages
+        committed since and finishes the stopped run. Ending it cleanly would hand the client
+        a ``stopped`` run as if it were the answer."""
+        cut = False
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal cut
+            if message["type"] == "http.response.start" and self.draining:
+                cut = True
+                await self._refuse(scope, receive, send)
+                return
+            if cut or (message["type"] == "http.response.body" and self.draining):
+                cut = True
                 return
             await send(message)
 

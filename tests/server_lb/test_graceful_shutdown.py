@@ -154,3 +154,88 @@ def test_sigterm_stops_the_run_at_a_node_boundary_and_releases_its_lease(
         asyncio.run(check())
     except ThreadBusyError as exc:  # pragma: no cover - the failure this test is about
         raise AssertionError(f"the drained run kept its lease: {exc}") from exc
+
+
+def test_sigterm_cuts_a_stream_which_resumes_on_another_instance(
+    lb_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A stream under way when the drain begins is cut (no ``stopped`` line reaches the
+    client); resumed with ``Last-Event-ID`` on a second instance, it gets the rest of the turn,
+    each message once, and the run finishes there without waiting for a lease to lapse."""
+    import _lb_graph
+
+    port_a, port_b = free_port(), free_port()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    proc_a = _start_server(lb_env, port_a, 1, tmp_path / "a")
+    proc_b = _start_server(lb_env, port_b, 1, tmp_path / "b")
+    tid = "t-drain-stream"
+    body = {
+        "messages": [{"message_id": "s1", "role": "user", "content": "hi"}],
+        "config": {"thread_id": tid},
+    }
+    lines: list[dict[str, Any]] = []
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port_a}/ping", 60, proc_a)
+        wait_http_ok(f"http://127.0.0.1:{port_b}/ping", 60, proc_b)
+
+        def read_a() -> None:
+            try:
+                with httpx.stream(
+                    "POST", f"http://127.0.0.1:{port_a}/v1/graph/stream", json=body, timeout=60
+                ) as r:
+                    for raw in r.iter_lines():
+                        if raw.strip():
+                            lines.append(json.loads(raw))
+            except httpx.TransportError:
+                lines.append({"broken": True})
+
+        reader = threading.Thread(target=read_a)
+        reader.start()
+        time.sleep(1.0)  # inside the first node (2.5 s)
+        os.kill(proc_a.pid, signal.SIGTERM)
+        reader.join(30)
+        assert not reader.is_alive()
+        proc_a.wait(30)
+        log_a = (tmp_path / "a" / "server.log").read_text(errors="replace")
+        assert lines and lines[-1] == {"broken": True}, (lines, log_a[-3000:])
+        got = lines[:-1]
+        assert all((ln.get("data") or {}).get("status") != "stopped" for ln in got), got
+        # At most the input's line was sent before the drain began (the server sends a line
+        # when the next one is ready); nothing of the answer.
+        assert [ln["message"]["message_id"] for ln in got if ln.get("message")] in ([], ["s1"])
+
+        async def lease_free() -> bool:
+            app = _lb_graph.build()
+            try:
+                grant = await app.checkpointer.alease_peek(
+                    {"thread_id": tid, "user_id": "anonymous"}, "probe"
+                )
+                return grant.expires_in_s == 0.0
+            finally:
+                await app.aclose()
+
+        # The drained run released its lease (its expiry, 60 s, would still be far off).
+        assert asyncio.run(lease_free())
+
+        # The cursor of the last line read, or the one before line 1 (docs: deploy page).
+        cursor = got[-1]["metadata"]["event_id"] if got else "0:s1"
+        with httpx.stream(
+            "POST",
+            f"http://127.0.0.1:{port_b}/v1/graph/stream",
+            json=body,
+            headers={"Last-Event-ID": cursor},
+            timeout=60,
+        ) as r:
+            assert r.status_code == 200
+            rest = [json.loads(raw) for raw in r.iter_lines() if raw.strip()]
+    finally:
+        for proc in (proc_a, proc_b):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(30)
+    seqs = [int(ln["metadata"]["event_id"].partition(":")[0]) for ln in got + rest]
+    assert seqs == list(range(1, len(seqs) + 1)), seqs
+    texts = [ln["message"]["content"][0]["text"] for ln in got + rest if ln.get("message")]
+    assert texts in (["hi", "think:hi", "answer:hi"], ["think:hi", "answer:hi"]), texts
+    assert rest[-1]["event"] == "state" and rest[-1]["data"]["status"] == "completed", rest[-1]
