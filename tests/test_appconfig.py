@@ -108,3 +108,21 @@ def test_import_in_a_fresh_interpreter(tmp_path: Path) -> None:
         timeout=60,
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_apply_env_sets_the_env_file_before_the_graph_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenxgraph.appconfig import apply_env
+
+    key = "TENXGRAPH_TEST_APPLY_ENV"
+    monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv(key + "_SET", "kept")
+    (tmp_path / ".env").write_text(f"# comment\n{key}='from file'\n{key}_SET=ignored\n")
+    (tmp_path / "10xgraph.json").write_text(json.dumps({"agent": "m:app", "env": ".env"}))
+    apply_env(load_config(tmp_path / "10xgraph.json"))
+    assert os.environ[key] == "from file" and os.environ[key + "_SET"] == "kept"
+    monkeypatch.delenv(key)
+    (tmp_path / "none.json").write_text(json.dumps({"agent": "m:app"}))
+    apply_env(load_config(tmp_path / "none.json"))  # no env file: nothing set
+    assert key not in os.environ

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from anyio.abc import TaskGroup
 from starlette.requests import Request
 
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
@@ -28,12 +29,15 @@ class ServerContext:
         max_body_bytes: request bodies larger than this are refused with 413.
         default_strategy: the ``multitask_strategy`` of runs whose config and checkpointer
             name none.
+        runs: the task group of streamed runs, opened by the app's lifespan (a run goes on
+            when its client drops the connection); ``None`` outside the lifespan.
     """
 
     served: CompiledGraph[Any] | None
     auth: BaseAuth | None
     max_body_bytes: int
     default_strategy: str | None
+    runs: TaskGroup | None = None
 
     @property
     def graph(self) -> CompiledGraph[Any]:

@@ -52,6 +52,7 @@ class GraphRoutes:
     async def invoke(self, request: Request) -> Response:
         """``POST /v1/graph/invoke``: run the turn, answer 10xGraph's invoke output."""
         body, cfg, data = await self._run_args(request)
+        is_new = not cfg.get("thread_id")
         result = await self.ctx.graph.ainvoke(data, cfg, body.response_granularity)
         out = {
             "messages": result.get("messages", []),
@@ -59,6 +60,7 @@ class GraphRoutes:
             "context": result.get("context"),
             "summary": result.get("summary"),
             "meta": {
+                "is_new_thread": is_new,
                 "thread_id": cfg.get("thread_id"),
                 "run_id": cfg.get("run_id"),
                 "already_processed": bool(result.get("already_processed")),
@@ -75,7 +77,13 @@ class GraphRoutes:
         if cursor is not None and not cfg.get("thread_id"):
             raise ApiError(422, "VALIDATION_000", "resuming a stream needs config.thread_id")
         lines = await stream_ndjson(
-            self.ctx.graph, data, cfg, body.response_granularity, cursor, list(body.messages)
+            self.ctx.graph,
+            data,
+            cfg,
+            body.response_granularity,
+            cursor,
+            list(body.messages),
+            self.ctx.runs,
         )
         return StreamingResponse(lines, media_type="text/event-stream", headers=_STREAM_HEADERS)
 

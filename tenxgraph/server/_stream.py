@@ -1,6 +1,8 @@
 """The newline-delimited JSON stream of ``POST /v1/graph/stream`` and its resume protocol.
 
-Every line is one ``StreamChunk`` as JSON whose ``metadata.event_id`` is ``"<seq>:<message id>"``:
+Every line is one ``StreamChunk`` as JSON whose ``metadata`` carries, as 10xGraph's server adds
+them, ``thread_id`` and ``is_new_thread`` (the request named no thread), and tenxgraph's
+``event_id``, ``"<seq>:<message id>"``:
 ``seq`` counts the lines of this response (a resumed response continues from the cursor's), the
 message id is the last complete message sent so far (the line's own for a ``message`` chunk).
 
@@ -23,10 +25,15 @@ sent at most once per resumed response. Token deltas (``message.delta``) are not
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import orjson
+from anyio.abc import TaskGroup
 
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.state import Message
@@ -36,6 +43,8 @@ from tenxgraph.utils.constants import ResponseGranularity
 from ._envelope import ApiError
 
 __all__ = ["parse_cursor", "stream_ndjson"]
+
+logger = logging.getLogger("tenxgraph.server")
 
 
 def parse_cursor(value: str | None) -> tuple[int, str] | None:
@@ -68,11 +77,13 @@ def _turn(context: list[Message], inputs: list[Message]) -> list[Message]:
 
 
 class _Lines:
-    """Numbers lines and tracks the last message id sent."""
+    """Numbers lines, tracks the last message id sent, and adds 10xGraph's per-request
+    ``metadata`` (``thread_id``, ``is_new_thread``) to every line."""
 
-    def __init__(self, seq: int, last_mid: str) -> None:
+    def __init__(self, seq: int, last_mid: str, is_new_thread: bool) -> None:
         self.seq = seq
         self.last_mid = last_mid
+        self.is_new_thread = is_new_thread
         self.sent: set[str] = set()
 
     def line(self, chunk: StreamChunk) -> bytes:
@@ -84,6 +95,8 @@ class _Lines:
         body = chunk.model_dump(mode="json")
         body["metadata"] = {
             **(body.get("metadata") or {}),
+            "thread_id": chunk.thread_id,
+            "is_new_thread": self.is_new_thread,
             "event_id": f"{self.seq}:{self.last_mid}",
         }
         return orjson.dumps(body) + b"\n"
@@ -104,6 +117,7 @@ async def stream_ndjson(
     granularity: ResponseGranularity,
     cursor: tuple[int, str] | None,
     inputs: list[Message],
+    runs: TaskGroup | None = None,
 ) -> AsyncIterator[bytes]:
     """The NDJSON lines of one stream request (see the module docstring for the protocol).
 
@@ -114,11 +128,15 @@ async def stream_ndjson(
         granularity: the response granularity.
         cursor: ``(seq, message id)`` from ``Last-Event-ID``, or ``None`` for a first request.
         inputs: the request's input messages (the turn's key).
+        runs: the app's task group (opened by its lifespan): the run goes on in it when the
+            client's connection drops, so the turn is finished and stored; ``None`` (an app
+            mounted without its lifespan) ties the run to the response.
 
     Raises:
         ApiError: 422 when the cursor names no message of this turn (checked before any line).
     """
-    lines = _Lines(0, str(inputs[0].message_id))
+    is_new = not config.get("thread_id")
+    lines = _Lines(0, str(inputs[0].message_id), is_new)
     durable: list[Message] = []
     if cursor is not None:
         seq, mid = cursor
@@ -130,10 +148,45 @@ async def stream_ndjson(
                 422, "VALIDATION_000", f"Last-Event-ID names message {mid!r}, not one of this turn"
             )
         cut = ids.index(mid) + 1
-        lines = _Lines(seq, mid)
+        lines = _Lines(seq, mid, is_new)
         lines.sent.update(ids[:cut])
         durable = turn[cut:]
-    return _generate(graph, input_data, config, granularity, cursor, inputs, lines, durable)
+    return _generate(graph, input_data, config, granularity, cursor, inputs, lines, durable, runs)
+
+
+async def _chunks(
+    graph: CompiledGraph[Any],
+    input_data: dict[str, Any],
+    config: dict[str, Any],
+    granularity: ResponseGranularity,
+    runs: TaskGroup | None,
+) -> AsyncIterator[StreamChunk]:
+    """The run's chunks; with ``runs``, the run is a task of the app that a dropped client does
+    not cancel (chunks nobody reads any more are dropped, the run goes on to its end)."""
+    if runs is None:
+        with contextlib.suppress(Exception):  # astream yielded an error chunk before raising
+            async for chunk in graph.astream(input_data, config, granularity):
+                yield chunk
+        return
+    send, receive = anyio.create_memory_object_stream[StreamChunk](max_buffer_size=math.inf)
+
+    async def produce() -> None:
+        reader = True
+        with send:
+            try:
+                async for chunk in graph.astream(input_data, config, granularity):
+                    if reader:
+                        try:
+                            send.send_nowait(chunk)
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            reader = False  # the client left: finish the run unread
+            except Exception as exc:  # noqa: BLE001 - stored in the thread; its chunk was sent
+                logger.info("streamed run ended with %s", type(exc).__name__)
+
+    runs.start_soon(produce)
+    with receive:
+        async for chunk in receive:
+            yield chunk
 
 
 async def _generate(
@@ -145,6 +198,7 @@ async def _generate(
     inputs: list[Message],
     lines: _Lines,
     durable: list[Message],
+    runs: TaskGroup | None,
 ) -> AsyncIterator[bytes]:
     for m in durable:
         yield lines.line(
@@ -156,16 +210,14 @@ async def _generate(
             )
         )
     pending: StreamChunk | None = None
-    try:
-        async for chunk in graph.astream(input_data, config, granularity):
-            if lines.skip(chunk):
-                continue
-            if pending is not None:
-                yield lines.line(pending)
-            pending = chunk
-    except Exception:  # noqa: BLE001 - astream yielded an error chunk before raising
+    async for chunk in _chunks(graph, input_data, config, granularity, runs):
+        if lines.skip(chunk):
+            continue
         if pending is not None:
             yield lines.line(pending)
+        pending = chunk
+    if pending is not None and pending.event == StreamEvent.ERROR:
+        yield lines.line(pending)
         return
     if cursor is not None:
         state = await graph.aget_state(config)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -56,8 +57,10 @@ def _guard(
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Start-up and shut-down of the served graph: warns when auth is off; closes the graph
-    (its runs in flight get ``shutdown_timeout`` to finish, its pools are released) at exit."""
+    """Start-up and shut-down of the served graph: loads it (an app built from a config file),
+    warns when auth is off, opens the task group of streamed runs (a run whose client dropped
+    the connection finishes there); at exit waits for those runs, then closes the graph (its
+    pools are released)."""
     ctx: ServerContext = app.state.tenxgraph
     loader: AppConfig | None = getattr(app.state, "tenxgraph_config", None)
     if ctx.served is None and loader is not None:
@@ -68,7 +71,17 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
             '(set "auth" in the config file)'
         )
     try:
-        yield
+        async with anyio.create_task_group() as runs:
+            ctx.runs = runs
+            try:
+                yield
+            finally:
+                # streamed runs whose client left may finish, for up to the graph's
+                # shutdown_timeout (seconds); then they are cancelled (their lease lapses and
+                # the next request on the thread finishes them)
+                ctx.runs = None
+                timeout = ctx.served.shutdown_timeout if ctx.served is not None else 0.0
+                runs.cancel_scope.deadline = anyio.current_time() + timeout
     finally:
         if ctx.served is not None:
             await ctx.served.aclose()

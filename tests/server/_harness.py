@@ -36,6 +36,8 @@ def make_node(name):
             if m.role == "user":
                 text = m.text()
                 break
+        if text.startswith("boom") and name == "second":
+            raise RuntimeError("boom: internal detail")
         if text.startswith("slow"):
             await anyio.sleep(float(os.environ.get("TXG_SLOW_S", "0.6")))
         return f"{name}: {text}"

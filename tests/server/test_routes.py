@@ -4,8 +4,10 @@ the error envelope and nothing written."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -81,6 +83,7 @@ def test_invoke_shape_and_idempotent_retry(client: httpx.Client) -> None:
     texts = [m["content"][0]["text"] for m in data["messages"]]
     assert texts == ["hi", "first: hi", "second: hi", "third: hi"]
     assert data["meta"]["thread_id"] == thread and data["meta"]["already_processed"] is False
+    assert data["meta"]["is_new_thread"] is False
     assert "x-tenxgraph-already-processed" not in r.headers
     r2, again = _turn(client, thread, "hi", mid)
     assert r2.headers["x-tenxgraph-already-processed"] == "true"
@@ -121,6 +124,15 @@ def test_stream_ndjson_lines_have_ids(client: httpx.Client) -> None:
     texts = [c["message"]["content"][0]["text"] for c in lines if c["event"] == "message"]
     assert texts == ["s", "first: s", "second: s", "third: s"]
     assert all(c["thread_id"] == thread for c in lines)
+    assert all(c["metadata"]["thread_id"] == thread for c in lines)
+    assert not any(c["metadata"]["is_new_thread"] for c in lines)
+
+
+def test_a_request_without_thread_id_starts_a_new_thread(client: httpx.Client) -> None:
+    data = _ok(client.post("/v1/graph/invoke", json={"messages": [_msg("new")]}))
+    assert data["meta"]["is_new_thread"] is True and data["meta"]["thread_id"]
+    stored = _ok(client.get(f"/v1/threads/{data['meta']['thread_id']}/messages"))["messages"]
+    assert len(stored) == 4
 
 
 def test_graph_details_schema_and_tools(client: httpx.Client) -> None:
@@ -146,6 +158,9 @@ def test_stop(client: httpx.Client) -> None:
 def test_state_routes(client: httpx.Client) -> None:
     thread = uuid.uuid4().hex
     assert _ok(client.get(f"/v1/threads/{thread}/state")) == {"state": None}
+    r = client.put(f"/v1/threads/{thread}/state", json={"state": {"context_summary": "S"}})
+    _err(r, 404, "STORAGE_NOT_FOUND_000")
+    _err(client.put(f"/v1/threads/{thread}/state", json={"state": {"execution_meta": {}}}), 422)
     _turn(client, thread)
     state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
     assert len(state["context"]) == 4 and state["execution_meta"]["status"] == "completed"
@@ -237,8 +252,71 @@ def test_bad_input_is_4xx_and_writes_nothing(client: httpx.Client) -> None:
         "CONFIG_001",
     )
     _err(client.get("/v1/threads/a%07b/state"), 422, "VALIDATION_000")
+    r = client.post(url, json={**good, "initial_state": {"no_such_field": 1}})
+    assert r.status_code == 422 and r.json()["error"]["code"].startswith("VALIDATION"), r.text
     _err(
         client.post(url, json={**good, "config": {"thread_id": thread, "user_id": "someone"}}), 403
     )
     assert _stored_threads(client, thread) == []
     assert _ok(client.get(f"/v1/threads/{thread}/state")) == {"state": None}
+
+
+def test_node_failure_is_500_envelope_and_stream_error_chunk(client: httpx.Client) -> None:
+    thread = uuid.uuid4().hex
+    r = client.post(
+        "/v1/graph/invoke", json={"messages": [_msg("boom")], "config": {"thread_id": thread}}
+    )
+    err = _err(r, 500, "INTERNAL_ERROR")
+    assert "internal detail" not in err["message"]  # a foreign exception's text stays in the log
+    state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
+    assert state["execution_meta"]["status"] == "error"
+    with client.stream(
+        "POST",
+        "/v1/graph/stream",
+        json={"messages": [_msg("boom again")], "config": {"thread_id": thread}},
+    ) as resp:
+        lines = [orjson.loads(x) for x in resp.iter_lines() if x.strip()]
+    assert lines[-1]["event"] == "error" and lines[-1]["data"]["error_code"] == "RuntimeError"
+    assert lines[-1]["metadata"]["event_id"].startswith(f"{len(lines)}:")
+
+
+def test_stop_a_running_turn(client: httpx.Client, server: Server) -> None:
+    thread = uuid.uuid4().hex
+    body = {"messages": [_msg("slow one")], "config": {"thread_id": thread}}
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(httpx.post, server.url + "/v1/graph/invoke", json=body, timeout=30)
+        deadline = time.monotonic() + 20
+        while True:  # the first node's checkpoint says the run is under way
+            state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
+            if state is not None and state["execution_meta"]["status"] == "running":
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        data = _ok(client.post("/v1/graph/stop", json={"thread_id": thread}))
+        assert data == {"ok": True, "running": True, "thread_id": thread}
+        assert running.result().status_code == 200
+    state = _ok(client.get(f"/v1/threads/{thread}/state"))["state"]
+    assert state["execution_meta"]["status"] == "stopped"
+    assert len(state["context"]) < 4  # it stopped before its last node
+
+
+def test_concurrent_turns_on_one_thread_queue_up(server: Server) -> None:
+    """The server's default strategy is ``enqueue``: concurrent requests on one thread each get
+    their turn (none fails with a conflict) and the turns do not interleave."""
+    thread = uuid.uuid4().hex
+    texts = [f"q{i}" for i in range(8)]
+
+    def send(text: str) -> int:
+        body = {"messages": [_msg(text)], "config": {"thread_id": thread}}
+        return httpx.post(server.url + "/v1/graph/invoke", json=body, timeout=60).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(send, texts)) == [200] * 8
+    with httpx.Client(base_url=server.url) as c:
+        msgs = _ok(c.get(f"/v1/threads/{thread}/messages"))["messages"]
+    got = [m["content"][0]["text"] for m in msgs]
+    assert len(got) == 32
+    for i in range(0, 32, 4):  # each question followed by its own three answers
+        q = got[i]
+        assert got[i + 1 : i + 4] == [f"first: {q}", f"second: {q}", f"third: {q}"]
+    assert sorted(got[::4]) == sorted(texts)

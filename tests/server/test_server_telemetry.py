@@ -48,7 +48,9 @@ PARENT = "00f067aa0ba902b7"
 
 async def main():
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+        transport=transport, base_url="http://test"
+    ) as c:
         r = await c.post(
             "/v1/graph/invoke",
             json={"messages": [{"role": "user", "content": "x"}], "config": {"thread_id": "t1"}},
@@ -57,12 +59,19 @@ async def main():
         assert r.status_code == 200, r.text
         r = await c.get("/v1/threads/t1/state")
         assert r.status_code == 200
+        r = await c.post(
+            "/v1/graph/stream",
+            json={"messages": [{"role": "user", "content": "y"}], "config": {"thread_id": "t2"}},
+            headers={"traceparent": f"00-{TRACE}-{PARENT}-01"},
+        )
+        assert r.status_code == 200 and r.text.count("\n") >= 3, r.text
 
 
 asyncio.run(main())
 spans = exporter.get_finished_spans()
 servers = [s for s in spans if s.kind == SpanKind.SERVER]
-assert [s.name for s in servers] == ["POST /v1/graph/invoke", "GET /v1/threads/{thread_id}/state"], [s.name for s in servers]
+names = [s.name for s in servers]
+assert names == ["POST /v1/graph/invoke", "GET /v1/threads/{thread_id}/state", "POST /v1/graph/stream"], names
 inv = servers[0]
 assert format(inv.context.trace_id, "032x") == TRACE
 assert format(inv.parent.span_id, "016x") == PARENT
@@ -72,6 +81,8 @@ assert attrs["http.route"] == "/v1/graph/invoke" and attrs["url.path"] == "/v1/g
 run = [s for s in spans if s.name == "tenxgraph.run"]
 assert run and run[0].parent.span_id == inv.context.span_id, [(s.name, s.parent) for s in spans]
 assert dict(servers[1].attributes)["url.path"] == "/v1/threads/t1/state"
+# the streamed run runs in the app's task group, still under the request's span
+assert len(run) == 2 and run[1].parent.span_id == servers[2].context.span_id
 print("ok")
 """
 

@@ -4,6 +4,7 @@ the turn, no message chunk lost or repeated (docs/how-to/serve.md, "Resuming a s
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -119,3 +120,36 @@ def test_resume_of_a_finished_turn_sends_only_what_follows_the_cursor(
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_000"
         r = c.post("/v1/graph/stream", json=body, headers={"Last-Event-ID": "garbage"})
         assert r.status_code == 422
+
+
+def test_resume_after_the_client_dropped_the_connection(servers: list[Server]) -> None:
+    """The server lives on; the client's connection broke mid-run. The run goes on to its end
+    unread (the app's task group holds it), and a resume gets the rest of the turn once."""
+    live = servers[1]
+    thread, mid = "drop-" + uuid.uuid4().hex, uuid.uuid4().hex
+    body = _body(thread, mid, "slow drop")
+    seen: list[dict[str, Any]] = []
+    with httpx.Client(base_url=live.url, timeout=30) as c:
+        with c.stream("POST", "/v1/graph/stream", json=body) as r:
+            for line in r.iter_lines():
+                if line.strip():
+                    seen.append(orjson.loads(line))
+                if len(_message_ids(seen)) == 2:
+                    break  # close the connection mid-run
+        deadline = time.monotonic() + 20
+        while True:  # nobody asks for it: the turn finishes anyway
+            state = c.get(f"/v1/threads/{thread}/state").json()["data"]["state"]
+            if state["execution_meta"]["status"] == "completed":
+                break
+            assert time.monotonic() < deadline, state["execution_meta"]
+            time.sleep(0.1)
+        assert len(state["context"]) == 4
+    cursor = seen[-1]["metadata"]["event_id"]
+    with httpx.Client(base_url=live.url, timeout=60) as c:
+        with c.stream(
+            "POST", "/v1/graph/stream", json=body, headers={"Last-Event-ID": cursor}
+        ) as r:
+            rest = [orjson.loads(line) for line in r.iter_lines() if line.strip()]
+        state = c.get(f"/v1/threads/{thread}/state").json()["data"]["state"]
+    stored = [m["message_id"] for m in state["context"]]
+    assert _message_ids(seen) + _message_ids(rest) == stored and len(stored) == 4
