@@ -111,6 +111,20 @@ start_redis_cluster() {
   cluster_ok || { echo "the Redis Cluster on 127.0.0.1:7001-7003 is not ok" >&2; return 3; }
 }
 
+# -- HAProxy (issue 27): the load balancer of the server tests (tests/server_lb) ------------------
+# Only installed here, from Debian's packages, when missing: each test starts its own HAProxy on
+# free loopback ports with a config in a temporary folder, in front of its own server processes.
+install_haproxy() {
+  command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] && return 0
+  echo "installing HAProxy"
+  if [ "$(id -u)" = "0" ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy) >/dev/null
+  else
+    (sudo -n apt-get update -qq && sudo -n DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy) >/dev/null
+  fi
+}
+install_haproxy || echo "warning: HAProxy could not be installed; the load-balancer tests will fail in CI" >&2
+
 # A topology that cannot be started does not stop the suite: the tests needing it fail in CI
 # (CI=true) and skip elsewhere, each naming the missing service.
 if ! bouncer_up; then

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import os
 from typing import Any
 
@@ -42,6 +43,13 @@ def add_serve_parser(sub: Any) -> None:
         default=None,
         help="largest request body accepted, bytes (default 10 MiB)",
     )
+    s.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a SIGTERM waits for requests in flight, whose runs stop at their next "
+        "node boundary, before cancelling them (default 30)",
+    )
     s.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
@@ -58,8 +66,12 @@ def app_factory() -> Any:
     path = os.environ.get(CONFIG_ENV)
     if not path:
         raise ConfigError(f"{CONFIG_ENV} names no config file", context={"key": "config"})
+    from tenxgraph.server._lifecycle import GracefulShutdown
+
     limit = int(os.environ.get(_MAX_BODY_ENV) or DEFAULT_MAX_BODY_BYTES)
-    return app_from_config(load_config(path), max_body_bytes=limit)
+    app = app_from_config(load_config(path), max_body_bytes=limit)
+    # SIGTERM drains the process: docs/how-to/deploy-load-balancer.md
+    return GracefulShutdown(app, lambda: app.state.tenxgraph.served)
 
 
 def _log_config() -> dict[str, Any]:
@@ -91,6 +103,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = load_config(path)
     if args.workers < 1:
         raise ConfigError("--workers must be at least 1", context={"key": "workers"})
+    if args.graceful_timeout < 0:
+        raise ConfigError(
+            "--graceful-timeout must be >= 0 seconds", context={"key": "graceful_timeout"}
+        )
     if args.max_body_bytes is not None and args.max_body_bytes < 1:
         raise ConfigError("--max-body-bytes must be at least 1", context={"key": "max_body_bytes"})
     os.environ[CONFIG_ENV] = str(config.path)
@@ -106,5 +122,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=_log_config(),
         lifespan="on",
+        timeout_graceful_shutdown=math.ceil(args.graceful_timeout),
     )
     return 0
