@@ -18,6 +18,7 @@ __all__ = ["CONFIG_ENV", "add_serve_parser", "app_factory", "cmd_serve"]
 #: the environment variable naming the config file for :func:`app_factory`
 CONFIG_ENV = "TENXGRAPH_SERVE_CONFIG"
 _MAX_BODY_ENV = "TENXGRAPH_SERVE_MAX_BODY_BYTES"
+_NO_RECOVERY_ENV = "TENXGRAPH_SERVE_NO_RECOVERY"
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -50,6 +51,13 @@ def add_serve_parser(sub: Any) -> None:
         help="seconds a SIGTERM waits for requests in flight, whose runs stop at their next "
         "node boundary, before cancelling them (default 30)",
     )
+    s.add_argument(
+        "--no-recovery",
+        action="store_true",
+        help="do not run the graph's recovery loop in the server processes (by default each "
+        "one also runs submitted background runs and finishes cut-off ones; run "
+        "'tenxgraph worker' instead)",
+    )
     s.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
@@ -69,7 +77,8 @@ def app_factory() -> Any:
     from tenxgraph.server._lifecycle import GracefulShutdown
 
     limit = int(os.environ.get(_MAX_BODY_ENV) or DEFAULT_MAX_BODY_BYTES)
-    app = app_from_config(load_config(path), max_body_bytes=limit)
+    recovery = os.environ.get(_NO_RECOVERY_ENV) != "1"
+    app = app_from_config(load_config(path), max_body_bytes=limit, recovery=recovery)
     # SIGTERM drains the process: docs/how-to/deploy-load-balancer.md
     return GracefulShutdown(app, lambda: app.state.tenxgraph.served)
 
@@ -112,6 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ[CONFIG_ENV] = str(config.path)
     if args.max_body_bytes is not None:
         os.environ[_MAX_BODY_ENV] = str(args.max_body_bytes)
+    if args.no_recovery:
+        os.environ[_NO_RECOVERY_ENV] = "1"
     app_factory()  # fail here, in the parent, on a bad auth setting
     uvicorn.run(
         "tenxgraph.cli.serve:app_factory",

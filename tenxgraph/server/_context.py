@@ -30,6 +30,9 @@ class ServerContext:
             name none.
         runs: the task group of streamed runs, opened by the app's lifespan (a run goes on
             when its client drops the connection); ``None`` outside the lifespan.
+        recovery: options of the graph's recovery loop (``CompiledGraph.recovery``) run by
+            the app's lifespan, so every API instance also runs submitted background runs
+            and finishes cut-off ones; ``None``: no recovery loop.
     """
 
     served: CompiledGraph[Any] | None
@@ -37,6 +40,7 @@ class ServerContext:
     max_body_bytes: int
     default_strategy: str | None
     runs: TaskGroup | None = None
+    recovery: dict[str, Any] | None = None
 
     @property
     def graph(self) -> CompiledGraph[Any]:

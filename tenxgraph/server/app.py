@@ -71,7 +71,18 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
             '(set "auth" in the config file)'
         )
     try:
-        async with anyio.create_task_group() as runs:
+        async with contextlib.AsyncExitStack() as stack:
+            graph = ctx.served
+            if (
+                ctx.recovery is not None
+                and graph is not None
+                and graph.checkpointer.store is not None
+            ):
+                # every API instance also runs background runs and finishes cut-off ones
+                # (docs/how-to/background-runs.md); a checkpointer of the application's own
+                # keeps no runs, so there is nothing to recover
+                await stack.enter_async_context(graph.recovery(**ctx.recovery))
+            runs = await stack.enter_async_context(anyio.create_task_group())
             ctx.runs = runs
             try:
                 yield
@@ -94,6 +105,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     multitask_strategy: str | None = "enqueue",
     auth_folder: Path | None = None,
+    recovery: bool | dict[str, Any] = True,
 ) -> Starlette:
     """An ASGI app (Starlette) serving ``graph`` with 10xGraph's REST API.
 
@@ -114,6 +126,11 @@ def create_app(
             none (default ``"enqueue"``: one run per thread at a time, others wait their turn);
             ``None`` leaves the compare-and-swap alone.
         auth_folder: folder a custom auth class path is imported from (the config's folder).
+        recovery: run the graph's recovery loop while the app runs (``True``, the default:
+            with ``CompiledGraph.recovery``'s defaults; a dict: its options, e.g.
+            ``{"concurrency": 4}``; ``False``: none), so every API instance also runs
+            submitted background runs and finishes cut-off ones. Only for a checkpointer with
+            a built-in store.
 
     Returns:
         The Starlette app; mount it or serve it with uvicorn.
@@ -127,11 +144,17 @@ def create_app(
         raise ConfigError(
             "max_body_bytes must be a positive int", context={"key": "max_body_bytes"}
         )
+    if not isinstance(recovery, bool | dict):
+        raise ConfigError(
+            "recovery must be True, False or a dict of CompiledGraph.recovery options",
+            context={"key": "recovery"},
+        )
     ctx = ServerContext(
         served=graph,
         auth=build_auth(auth, auth_folder),
         max_body_bytes=max_body_bytes,
         default_strategy=check_strategy(multitask_strategy, "multitask_strategy"),
+        recovery=(dict(recovery) if isinstance(recovery, dict) else {}) if recovery else None,
     )
     g = GraphRoutes(ctx)
     t = ThreadRoutes(ctx)
@@ -196,12 +219,24 @@ def app_from_config(config: AppConfig, **options: Any) -> Starlette:
 
     Args:
         config: the parsed config (``tenxgraph.appconfig.load_config``).
-        **options: ``max_body_bytes`` and ``multitask_strategy`` as for :func:`create_app`.
+        **options: ``max_body_bytes``, ``multitask_strategy`` and ``recovery`` as for
+            :func:`create_app`.
 
     Raises:
-        ConfigError: ``CONFIG_001`` for a bad ``auth`` (at once) or a graph that does not
-            load (at start-up).
+        ConfigError: ``CONFIG_001`` for a config key the server does not implement (any but
+            ``agent``, ``env`` and ``auth``: never silently ignored), a bad ``auth`` (at
+            once) or a graph that does not load (at start-up).
     """
+    if config.extra:
+        from tenxgraph.core.exceptions import ConfigError
+
+        key = sorted(config.extra)[0]
+        raise ConfigError(
+            f"tenxgraph serve does not implement the config key {key!r} of 10xGraph's server "
+            f"(keys read: agent, env, auth); remove it ({', '.join(sorted(config.extra))}). "
+            "docs/how-to/migrate-10xgraph-server.md says what each one maps to",
+            context={"key": key},
+        )
     apply_env(config)
     app = create_app(None, auth=config.auth, auth_folder=config.folder, **options)
     app.state.tenxgraph_config = config

@@ -79,3 +79,77 @@ def test_workers_and_body_limit(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert srv.output().count("Application startup complete") == 2
+
+
+def test_config_keys_the_server_does_not_implement_are_refused(tmp_path: Path) -> None:
+    config = make_folder(tmp_path)
+    import json
+
+    data = json.loads(config.read_text())
+    data["rate_limit"] = {"enabled": True, "requests": 10, "window": 60}
+    config.write_text(json.dumps(data))
+    proc = _serve(tmp_path, "--config", str(config), "--port", "1")
+    assert proc.returncode == 2 and "rate_limit" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recovery", [True, False], ids=["recovery", "no-recovery"])
+def test_the_server_runs_submitted_background_runs(tmp_path: Path, recovery: bool) -> None:
+    """Every API instance also runs the graph's recovery loop (issue 28): a run submitted to
+    the server's store by another process completes with no worker running, unless the server
+    was started with --no-recovery."""
+    import anyio
+
+    from tenxgraph.core.graph import StateGraph
+    from tenxgraph.core.state import Message
+    from tenxgraph.storage.checkpointer import SqliteCheckpointer
+    from tenxgraph.utils import END
+
+    db = tmp_path / "bg.sqlite"
+    config = make_folder(tmp_path)
+    srv = Server(
+        config,
+        {"TXG_STORE": "sqlite", "TXG_DB": str(db)},
+        [] if recovery else ["--no-recovery"],
+    )
+
+    def noop(state: object) -> None:
+        return None
+
+    g = StateGraph()
+    g.add_node("first", noop)
+    g.set_entry_point("first")
+    g.add_edge("first", END)
+
+    async def submit_and_wait() -> tuple[str, list[str]]:
+        cp = SqliteCheckpointer(str(db))
+        app = g.compile(checkpointer=cp)
+        cfg = {"thread_id": "bg-1", "user_id": "anonymous"}
+        try:
+            run = await app.asubmit({"messages": [Message.text_message("hello")]}, dict(cfg))
+            with anyio.move_on_after(20):
+                while (await app.aget_run(dict(cfg), run.run_id)).status not in (
+                    "completed",
+                    "error",
+                ):
+                    await anyio.sleep(0.1)
+                    if not recovery and (await app.aget_run(dict(cfg), run.run_id)).status:
+                        await anyio.sleep(3)  # give a recovery loop time to act
+                        break
+            status = (await app.aget_run(dict(cfg), run.run_id)).status
+            state = await cp.aget_state(dict(cfg))
+            texts = [] if state is None else [m.text() for m in state.context]
+            return status, texts
+        finally:
+            await cp.aclose()
+
+    try:
+        status, texts = anyio.run(submit_and_wait)
+    finally:
+        srv.stop()
+    if recovery:
+        assert status == "completed"
+        assert texts == ["hello", "first: hello", "second: hello", "third: hello"]
+    else:
+        assert status == "pending" and texts == []
