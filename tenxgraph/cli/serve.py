@@ -105,7 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise ConfigError(
-            "tenxgraph serve needs the server extra: pip install 'tenxgraph[server]'",
+            "tenxgraph serve needs the server extra: pip install -e '.[server]' in the tenxgraph checkout",
             context={"key": "server"},
         ) from None
     path = args.config or str(find_config("."))
