@@ -43,6 +43,11 @@ starts with ``thread_id`` so the tables can be distributed on it):
   the lease over from a holder that had not released it. A run's first read takes the lease in
   the same statement; when that acquisition had to wait for the previous holder's final write,
   the read's snapshot predates that write, and this column tells the run to read again.
+* ``cache_keys`` (version 8 once merged after the run-recovery step): one row, ``mac_key``
+  (32 random bytes drawn by the server when the step runs), the key of the keyed MACs on Redis
+  cache entries when the application passes no ``cache_mac_key`` (see
+  :mod:`tenxgraph.storage._cache_mac`). Readable by whoever can read the schema, never sent to
+  Redis.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -203,6 +208,24 @@ CREATE TABLE {lease_waiters} (
         (
             """
 ALTER TABLE {thread_leases} ADD COLUMN settled_version bigint NOT NULL DEFAULT 0
+""",
+        ),
+    ),
+    # -- version 8 (issue 29; the 7th step until the run-recovery step lands before it) -----
+    Migration(
+        "cache_keys: the key of the MACs on shared cache entries, 32 random bytes",
+        (
+            """
+CREATE TABLE {cache_keys} (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    mac_key bytea NOT NULL CHECK (length(mac_key) >= 16)
+)
+""",
+            # gen_random_uuid() draws from the server's strong random source (PostgreSQL
+            # 13+); two version-4 UUIDs give 244 random bits.
+            """
+INSERT INTO {cache_keys} (id, mac_key)
+VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
 """,
         ),
     ),

@@ -38,6 +38,7 @@ from tenxgraph.storage import _lease_sql
 __all__ = [
     "ALL_STATEMENTS",
     "BACKEND_PID",
+    "CACHE_MAC_KEY",
     "CHECKPOINT_CAS",
     "CHECKPOINT_CAS_LEASE",
     "CHECKPOINT_CAS_PLAIN",
@@ -707,6 +708,15 @@ CREATE TABLE {partition} PARTITION OF {parent}
     FOR VALUES WITH (MODULUS {modulus}, REMAINDER {remainder}) {storage}
 """
 
+CACHE_MAC_KEY = Statement(
+    "CACHE_MAC_KEY",
+    "the key of the MACs on shared cache entries (created with the schema, never sent to Redis)",
+    "SELECT",
+    """
+SELECT mac_key FROM {cache_keys} WHERE id = 1
+""",
+)
+
 MIGRATION_VERSION = Statement(
     "MIGRATION_VERSION",
     "the schema version: the highest applied step (0: none)",
@@ -729,6 +739,7 @@ INSERT INTO {migrations} (version, summary) VALUES (%(version)b, %(summary)b)
 ALL_STATEMENTS: dict[str, Statement] = {
     s.name: s
     for s in (
+        CACHE_MAC_KEY,
         CHECKPOINT_CAS,
         CHECKPOINT_CAS_PRUNE,
         CHECKPOINT_CAS_LEASE,
@@ -779,6 +790,7 @@ _TABLES = {
     "stop_requests": "stop_requests",
     **_lease_sql.TABLES,
     "migrations": "migrations",
+    "cache_keys": "cache_keys",
 }
 _INDEXES = {"threads_owner_idx": "threads_owner_idx"}
 
