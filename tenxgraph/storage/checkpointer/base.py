@@ -425,12 +425,18 @@ class BaseCheckpointer(Generic[StateT]):
         """Record (or, with ``None``, forget) the version this instance last saw of ``key``:
         its number and creation time only (see :class:`_Seen`)."""
         seen = self._seen
-        old = seen.pop(key, None)
-        if old is not None:
-            self._seen_bytes -= old.nbytes
         if loaded is None:
+            gone = seen.pop(key, None)
+            if gone is not None:
+                self._seen_bytes -= gone.nbytes
             return
-        nbytes = old.nbytes if old is not None else _seen_size(key)
+        entry = seen.get(key)
+        if entry is not None:  # the step path: update in place, no allocation
+            entry.version = loaded.version
+            entry.created_at = loaded.created_at
+            seen.move_to_end(key)
+            return
+        nbytes = _seen_size(key)
         seen[key] = _Seen(loaded.version, loaded.created_at, nbytes)
         self._seen_bytes += nbytes
         while len(seen) > SEEN_MAX_THREADS or self._seen_bytes > SEEN_MAX_BYTES:
