@@ -44,6 +44,7 @@ through the outage cannot be served stale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -921,7 +922,8 @@ class RedisCache:
         ``LayeredStore.asetup`` and so by ``PgCheckpointer.asetup`` and the first call of a
         checkpointer).
 
-        With ``cluster=True`` (and ``url``), asks the node ``INFO cluster`` on a plain
+        Loads the MAC key when a ``mac_key_loader`` was given (a failure is logged and retried
+        on first use). With ``cluster=True`` (and ``url``), asks the node ``INFO cluster`` on a plain
         connection: a Redis that is not cluster-enabled would otherwise fail every cache call.
         A server that cannot be reached now is not an error here (the tier is optional: its
         calls are misses until it answers).
@@ -930,6 +932,12 @@ class RedisCache:
             ConfigError: (``CONFIG_001``, ``context["key"] == "redis_cluster"``) ``cluster=True``
                 but the Redis at ``url`` is not a cluster node.
         """
+        if self._mac is None:
+            # the MAC key now, on the caller's setup, rather than inside the first background
+            # write-through (which a closing event loop could cut short); a failure is retried
+            # on first use
+            with contextlib.suppress(_Unavailable):
+                await self._entry_mac()
         if self._factory is not RedisCluster or self._url is None:
             return
         probe = aioredis.Redis.from_url(self._url, **self._client_kwargs)
