@@ -48,6 +48,11 @@ starts with ``thread_id`` so the tables can be distributed on it):
   ``holder``, ``worker``, ``last_error``, ``output`` (orjson ``bytea``, NULL until done),
   ``created_at`` / ``updated_at``; a partial index on the open ones (``pending``, ``running``)
   for the workers' sweep (:mod:`tenxgraph.core._recovery`, docs/how-to/background-runs.md).
+* ``cache_keys`` (version 8): one row, ``mac_key``
+  (32 random bytes drawn by the server when the step runs), the key of the keyed MACs on Redis
+  cache entries when the application passes no ``cache_mac_key`` (see
+  :mod:`tenxgraph.storage._cache_mac`). Readable by whoever can read the schema, never sent to
+  Redis.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -239,6 +244,24 @@ CREATE INDEX {runs_open_idx} ON {runs} (created_at) WHERE status IN ('pending', 
 """,
         ),
         creates=("runs",),
+    ),
+    # -- version 8 ------------------------------------------------------------------------------
+    Migration(
+        "cache_keys: the key of the MACs on shared cache entries, 32 random bytes",
+        (
+            """
+CREATE TABLE {cache_keys} (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    mac_key bytea NOT NULL CHECK (length(mac_key) >= 16)
+)
+""",
+            # gen_random_uuid() draws from the server's strong random source (PostgreSQL
+            # 13+); two version-4 UUIDs give 244 random bits.
+            """
+INSERT INTO {cache_keys} (id, mac_key)
+VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
+""",
+        ),
     ),
 )
 

@@ -39,6 +39,7 @@ from tenxgraph.storage import _lease_sql
 __all__ = [
     "ALL_STATEMENTS",
     "BACKEND_PID",
+    "CACHE_MAC_KEY",
     "CHECKPOINT_CAS",
     "CHECKPOINT_CAS_LEASE",
     "CHECKPOINT_CAS_PLAIN",
@@ -788,6 +789,15 @@ CREATE TABLE {partition} PARTITION OF {parent}
     FOR VALUES WITH (MODULUS {modulus}, REMAINDER {remainder}) {storage}
 """
 
+CACHE_MAC_KEY = Statement(
+    "CACHE_MAC_KEY",
+    "the key of the MACs on shared cache entries (created with the schema, never sent to Redis)",
+    "SELECT",
+    """
+SELECT mac_key FROM {cache_keys} WHERE id = 1
+""",
+)
+
 MIGRATION_VERSION = Statement(
     "MIGRATION_VERSION",
     "the schema version: the highest applied step (0: none)",
@@ -906,6 +916,7 @@ SELECT (SELECT count(*) FROM moved),
 ALL_STATEMENTS: dict[str, Statement] = {
     s.name: s
     for s in (
+        CACHE_MAC_KEY,
         CHECKPOINT_CAS,
         CHECKPOINT_CAS_PRUNE,
         CHECKPOINT_CAS_LEASE,
@@ -964,6 +975,7 @@ _TABLES = {
     **_lease_sql.TABLES,
     "runs": "runs",
     "migrations": "migrations",
+    "cache_keys": "cache_keys",
 }
 _INDEXES = {"threads_owner_idx": "threads_owner_idx", "runs_open_idx": "runs_open_idx"}
 

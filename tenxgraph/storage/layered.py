@@ -350,6 +350,22 @@ class LayeredStore:
             return known
         return await self.source.read(key)
 
+    async def peek(self, key: ThreadKey) -> StoredCheckpoint | None:
+        """The latest checkpoint of ``key`` as the first private (in-process) cache tier holds
+        it, unvalidated and without any round trip; ``None`` when no private tier holds it.
+
+        Private tiers are this process's memory, written only with what the source confirmed
+        or committed, so their copy of a given checkpoint (version and ``created_at``) is that
+        checkpoint's content; whether it is still the *latest* is not checked here (the
+        caller compares it with the checkpoint it expects, and the compare-and-swap of a write
+        decides).
+        """
+        for cache in self._private:
+            rec = await self._cache_get(cache, key)
+            if rec is not None:
+                return rec
+        return None
+
     async def current_version(self, key: ThreadKey) -> int | None:
         """The latest version number from the source (authoritative), or ``None``."""
         return await self.source.current_version(key)

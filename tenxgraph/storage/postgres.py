@@ -384,6 +384,7 @@ class PostgresStore:
         texts = _sql.render_all(schema, table_prefix)
         q = {name: text.encode() for name, text in texts.items()}
         self._q: dict[str, bytes] = q
+        self._mac_key: bytes | None = None
         self._q_cas = q["CHECKPOINT_CAS"]
         # The checkpoint writes (one per durable step) skip psycopg's cursor: numbered and
         # typed once here, sent through libpq by tenxgraph.storage._pq_exec. Each write sends
@@ -1629,6 +1630,33 @@ class PostgresStore:
             if winner is None:  # the thread was deleted between the two statements
                 raise ledger_missing_thread(key, entry)
             return winner
+
+    async def acache_mac_key(self) -> bytes:
+        """The key of the MACs on shared cache entries (Redis), kept in the schema's
+        ``cache_keys`` table (created with 32 random bytes by the schema step that adds it);
+        read once per store, then remembered in this process.
+
+        Returns:
+            The key (at least 16 bytes).
+
+        Raises:
+            StorageError: ``STORAGE_000`` when the table holds no key (the schema was not set
+                up to its current version, or the row was deleted).
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        key = self._mac_key
+        if key is not None:
+            return key
+        rows = await self._fetch(self._q["CACHE_MAC_KEY"], {})
+        if not rows or rows[0][0] is None or len(bytes(rows[0][0])) < 16:
+            raise StorageError(
+                "the cache MAC key is missing from the cache_keys table: run setup() to "
+                "bring the schema to its current version, or pass cache_mac_key=",
+                context={"table": "cache_keys"},
+            )
+        key = bytes(rows[0][0])
+        self._mac_key = key
+        return key
 
     async def ledger_count(self, key: ThreadKey) -> int:
         """Number of ledger rows of the thread (0 when missing).

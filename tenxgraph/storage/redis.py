@@ -44,10 +44,15 @@ through the outage cannot be served stale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
+import os
+import threading
 import time
 import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -72,10 +77,19 @@ from tenxgraph.core.exceptions import (
     StorageConnectionError,
     redact,
 )
-from tenxgraph.records import Range, StoredCheckpoint, ThreadKey, expand_ranges, ranges_len
+from tenxgraph.records import (
+    Range,
+    StoredCheckpoint,
+    ThreadKey,
+    expand_ranges,
+    ranges_extend,
+    ranges_len,
+    tail_seqs,
+)
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
 from . import serde
+from ._cache_mac import CHAIN_BYTES, Chain, EntryMac
 from ._tasks import cancel_guards, start_guard
 
 __all__ = ["RedisCache", "auth_error"]
@@ -83,8 +97,14 @@ __all__ = ["RedisCache", "auth_error"]
 logger = logging.getLogger("tenxgraph.redis")
 
 #: Layout version written in every meta hash; anything else reads as garbage (``"1"``: the
-#: messages in a hash ``seq -> row``; ``"2"``: one string of the rows and one of their lengths).
-_FMT = "2"
+#: messages in a hash ``seq -> row``; ``"2"``: one string of the rows and one of their lengths;
+#: ``"3"``: format 2 plus ``mac``, the entry's keyed tag).
+_FMT = "3"
+_FMT_B = _FMT.encode()
+
+#: At most this many bytes of hash chains (see :class:`~tenxgraph.storage._cache_mac.Chain`)
+#: are kept per tier (about 4,000 threads); the least recently used are dropped first.
+CHAIN_MAX_BYTES = 4 << 20
 
 #: At most this many threads are remembered for deletion after an outage.
 _MAX_DIRTY = 10_000
@@ -119,9 +139,9 @@ local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then return false end
 if t ~= 'hash' then return garbage() end
 local m = redis.call('HMGET', KEYS[1], 'fmt', 'owner', 'version', 'values', 'ranges',
-                     'next_seq', 'status', 'created_at')
+                     'next_seq', 'status', 'created_at', 'mac')
 if m[1] ~= ARGV[2] then return garbage() end
-for i = 2, 8 do if not m[i] then return garbage() end end
+for i = 2, 9 do if not m[i] then return garbage() end end
 if m[2] ~= ARGV[1] then return false end
 if not tonumber(m[3]) or not tonumber(m[6]) or not tonumber(m[8]) then return garbage() end
 local mt = redis.call('TYPE', KEYS[2])['ok']
@@ -131,22 +151,25 @@ if (mt ~= 'string' and mt ~= 'none') or (lt ~= 'string' and lt ~= 'none') then
 end
 local body = redis.call('GET', KEYS[2]) or ''
 local lens = redis.call('GET', KEYS[3]) or ''
-return {m[3], m[4], m[5], m[6], m[7], m[8], lens, body}
+return {m[3], m[4], m[5], m[6], m[7], m[8], lens, body, m[9]}
 """
 
 # KEYS: meta, msgs, lens
 # ARGV: 1 mode ('inc' | 'full' | 'drop'), 2 version, 3 owner, 4 values, 5 ranges JSON,
 #       6 next_seq, 7 status, 8 created_at, 9 ttl_s, 10 fmt, 11 row seqs "s1,s2,...",
 #       12 row lengths "n1,n2,...", 13 the rows joined by ',', 14 created_at of the version
-#       the 'inc' rows apply to ('' unknown: not checked), 15 that version's number.
+#       the 'inc' rows apply to ('' unknown: not checked), 15 that version's number,
+#       16 the new entry's tag, 17 the tag of the entry the 'inc' rows apply to.
 # A version number alone does not name a checkpoint (a thread deleted and created anew counts
-# from 1 again), so rows extend the cached copy only when it is that version created at that
-# time, and a complete record replaces a copy of the same version created at another time.
-# 'inc' rows that only append (the cached ranges extend to the new ones and the rows are
-# exactly the seqs added, in order) are APPENDed to both strings; otherwise the list is
-# rewritten from the cached rows and the new ones (a step that changed or removed messages).
+# from 1 again), and a copy in Redis may have been altered: rows extend the cached copy only
+# when it is that version created at that time *and* carries the tag the writer computed for
+# it (so the strings it appends to are the ones its tag covers), and only when they append
+# (the cached ranges extend to the new ones and the rows are exactly the seqs added, in
+# order): they are then APPENDed to both strings. Anything else drops the copy (the writer
+# sends the complete record instead). A complete record replaces any copy but a newer version
+# or this very entry (same version, creation time and tag).
 # Returns 1 applied, 2 data dropped (the rows do not apply on top of what is cached),
-# 0 ignored (a newer version, or this very checkpoint, is cached).
+# 0 ignored (a newer version, or this very entry, is cached).
 _PUT_LUA = """
 local mode, v, owner, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[9])
 local row_seqs, row_lens = {}, {}
@@ -161,22 +184,23 @@ if #row_seqs > 0 then total = total + #row_seqs - 1 end
 if #row_seqs ~= #row_lens or total ~= #ARGV[13] then
   return redis.error_reply('tenxgraph: malformed rows')
 end
-local cv, co, cr, cc = nil, nil, nil, nil
+local cv, co, cr, cc, cm = nil, nil, nil, nil, nil
 if redis.call('TYPE', KEYS[1])['ok'] == 'hash' then
-  local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt', 'created_at')
-  if m[4] == ARGV[10] then cv, co, cr, cc = tonumber(m[1]), m[2], m[3], m[5] end
+  local m = redis.call('HMGET', KEYS[1], 'version', 'owner', 'ranges', 'fmt', 'created_at',
+                       'mac')
+  if m[4] == ARGV[10] then cv, co, cr, cc, cm = tonumber(m[1]), m[2], m[3], m[5], m[6] end
 end
 local mt = redis.call('TYPE', KEYS[2])['ok']
 local lt = redis.call('TYPE', KEYS[3])['ok']
 if (mt ~= 'string' and mt ~= 'none') or (lt ~= 'string' and lt ~= 'none') then cv = nil end
 if cv and co == owner then
-  if cv > v or (cv == v and cc == ARGV[8]) then return 0 end
+  if cv > v or (cv == v and cc == ARGV[8] and cm == ARGV[16]) then return 0 end
 end
 
 local function set_meta()
   redis.call('HSET', KEYS[1], 'fmt', ARGV[10], 'owner', owner, 'version', ARGV[2],
              'values', ARGV[4], 'ranges', ARGV[5], 'next_seq', ARGV[6], 'status', ARGV[7],
-             'created_at', ARGV[8])
+             'created_at', ARGV[8], 'mac', ARGV[16])
 end
 local function valid_ranges(r)
   if type(r) ~= 'table' then return false end
@@ -210,56 +234,10 @@ local function same_seqs(a, b)
   for i = 1, #a do if a[i] ~= b[i] then return false end end
   return true
 end
--- the list of 'new' built from the cached rows of 'old' and the rows sent; false when a
--- row is found in neither
-local function rewrite(old, new)
-  local body = redis.call('GET', KEYS[2]) or ''
-  local at, off, i = {}, 1, 1
-  local olens = {}
-  for x in string.gmatch(redis.call('GET', KEYS[3]) or '', '[^,]+') do
-    olens[#olens + 1] = tonumber(x)
-  end
-  for r = 1, #old do
-    for seq = old[r][1], old[r][2] - 1 do
-      local n = olens[i]
-      if not n then return false end
-      at[seq] = {off, n}
-      off = off + n + 1
-      i = i + 1
-    end
-  end
-  if i - 1 ~= #olens or (#olens > 0 and off - 2 ~= #body) then return false end
-  local sent, soff = {}, 1
-  for k = 1, #row_seqs do
-    sent[row_seqs[k]] = {soff, row_lens[k]}
-    soff = soff + row_lens[k] + 1
-  end
-  local parts, lens = {}, {}
-  for r = 1, #new do
-    for seq = new[r][1], new[r][2] - 1 do
-      local s = sent[seq]
-      if s then
-        parts[#parts + 1] = string.sub(ARGV[13], s[1], s[1] + s[2] - 1)
-        lens[#lens + 1] = s[2]
-      else
-        s = at[seq]
-        if not s then return false end
-        parts[#parts + 1] = string.sub(body, s[1], s[1] + s[2] - 1)
-        lens[#lens + 1] = s[2]
-      end
-    end
-  end
-  redis.call('DEL', KEYS[2], KEYS[3])
-  if #parts > 0 then
-    redis.call('SET', KEYS[2], table.concat(parts, ','))
-    redis.call('SET', KEYS[3], table.concat(lens, ','))
-  end
-  return true
-end
 
 local applied = false
 if mode == 'inc' and cv and co == owner and cv == tonumber(ARGV[15])
-   and (ARGV[14] == '' or cc == ARGV[14]) then
+   and (ARGV[14] == '' or cc == ARGV[14]) and cm == ARGV[17] then
   local ok1, old = pcall(cjson.decode, cr)
   local ok2, new = pcall(cjson.decode, ARGV[5])
   if ok1 and ok2 and valid_ranges(old) and valid_ranges(new) then
@@ -271,11 +249,9 @@ if mode == 'inc' and cv and co == owner and cv == tonumber(ARGV[15])
         redis.call('APPEND', KEYS[2], sep .. ARGV[13])
         redis.call('APPEND', KEYS[3], sep .. ARGV[12])
       end
+      set_meta()
       applied = true
-    else
-      applied = rewrite(old, new)
     end
-    if applied then set_meta() end
   end
 elseif mode == 'full' then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
@@ -295,12 +271,28 @@ return 2
 """
 
 
+_PROCESS_KEY: list[bytes] = []
+_PROCESS_KEY_LOCK = threading.Lock()
+
+
+def _process_key() -> bytes:
+    """A random MAC key drawn once per process (tiers given no key share it)."""
+    with _PROCESS_KEY_LOCK:
+        if not _PROCESS_KEY:
+            _PROCESS_KEY.append(os.urandom(32))
+        return _PROCESS_KEY[0]
+
+
 class _Unavailable(Exception):
     """Internal: the tier is down (backing off) or a call failed at the connection level."""
 
 
 class _Garbage(Exception):
     """Internal: Redis answered with data that does not parse as this layout."""
+
+
+class _Rejected(Exception):
+    """Internal: an entry that parses but whose tag does not verify (altered or corrupted)."""
 
 
 def _owner(user_id: str) -> str:
@@ -412,12 +404,28 @@ class RedisCache:
             key layout). A ``RedisCluster`` can also be passed as ``client``. A master that
             fails, or a cluster that is down or reconfiguring, is a cache failure with backoff
             like a lost connection; :meth:`acheck` refuses a ``url`` that is not a cluster.
+        mac_key: the secret (``bytes``, at least 16, e.g. ``os.urandom(32)``) of the keyed
+            MAC every entry carries (see :mod:`tenxgraph.storage._cache_mac`): an entry is
+            served only when its tag verifies, so a copy altered in Redis (state values, a
+            message's text or role, their order or number, version and creation time kept
+            or not) is rejected, never served. Every instance sharing the entries needs the
+            same key; Redis never sees it.
+        mac_key_loader: instead of ``mac_key``, an async callable returning it, awaited once
+            on first use (``PgCheckpointer`` passes the key kept in Postgres). While it
+            fails, calls are misses. With neither, a random key drawn once per process:
+            entries are then readable by the tiers of this process only (other processes
+            reject them, counted as ``rejected``).
+        chain_max_bytes: memory (bytes) for the hash states that let an append-only
+            write-through be tagged at the cost of its new rows (least recently used first
+            out; a thread without one is sent complete). Default :data:`CHAIN_MAX_BYTES`.
 
     Raises:
         ConfigError: (``CONFIG_001``) neither ``url`` nor ``client`` given, a ``url`` whose
             user-info cannot be told from its host (an unencoded ``@``, ``/``, ``?``, ``#`` or
             space in the password: redis-py would silently connect to another server), a
-            ``prefix`` with braces, or a non-positive ``ttl_s`` / ``timeout_s`` / negative backoff.
+            ``prefix`` with braces, or a non-positive ``ttl_s`` / ``timeout_s`` / negative
+            backoff; ``mac_key`` not bytes or shorter than 16, or given with
+            ``mac_key_loader``.
 
     Attributes:
         name: ``"redis"`` (telemetry tier name).
@@ -441,7 +449,23 @@ class RedisCache:
         reconnect_backoff_s: float = 1.0,
         cluster: bool = False,
         client_kwargs: dict[str, Any] | None = None,
+        mac_key: bytes | None = None,
+        mac_key_loader: Callable[[], Awaitable[bytes]] | None = None,
+        chain_max_bytes: int = CHAIN_MAX_BYTES,
     ) -> None:
+        if mac_key is not None and mac_key_loader is not None:
+            raise ConfigError(
+                "give RedisCache mac_key= or mac_key_loader=, not both",
+                context={"key": "cache_mac_key"},
+            )
+        self._mac: EntryMac | None = EntryMac(mac_key) if mac_key is not None else None
+        if mac_key is None and mac_key_loader is None:
+            self._mac = EntryMac(_process_key())
+        self._mac_loader = mac_key_loader
+        self._chains: OrderedDict[str, Chain] = OrderedDict()
+        self._chain_bytes = 0
+        self.chain_max_bytes = max(0, int(chain_max_bytes))
+        self._chain_lock = threading.Lock()
         if client is None and not url:
             raise ConfigError("RedisCache needs url= or client=", context={"key": "url"})
         problem = url_problem(url) if client is None and url else None
@@ -521,6 +545,7 @@ class RedisCache:
             "failures": 0,
             "writes": 0,
             "garbage": 0,
+            "rejected": 0,
         }
 
     def __repr__(self) -> str:
@@ -593,21 +618,27 @@ class RedisCache:
 
         Returns:
             The record (``messages`` complete, in list order), or ``None`` on a miss: nothing
-            cached, another owner's entry, Redis down or slow, or unparseable data (whose keys are then
-            deleted). Never raises for a Redis problem.
+            cached, another owner's entry, Redis down or slow, unparseable data, or an entry
+            whose tag does not verify (altered or corrupted: counted as
+            ``tenxgraph.cache.rejected``, a warning and a span event); the keys of the last
+            two are deleted. Never raises for a Redis problem.
         """
         tid = key.thread_id
         with self._span(SPAN.CHECKPOINT_READ, key.thread_id, "EVALSHA") as sp:
             rec = None
             try:
+                mac = await self._entry_mac()
                 res = await self._call(
                     self._get_script, list(self.keys(tid)), [_owner(key.user_id), _FMT]
                 )
-                rec = self._parse(key, res)
+                rec = self._parse(key, res, mac)
             except _Unavailable as exc:
                 self._failure(sp, exc, key.thread_id)
             except _Garbage as exc:
                 self._garbage(sp, key.thread_id, str(exc))
+                await self._delete_quietly(key.thread_id)
+            except _Rejected:
+                self._rejected(sp, key.thread_id)
                 await self._delete_quietly(key.thread_id)
             except (RedisError, ValueError, TypeError, UnicodeError) as exc:
                 self._garbage(sp, key.thread_id, type(exc).__name__)
@@ -636,8 +667,10 @@ class RedisCache:
         """Cache ``record`` as the thread's latest, atomically, in one round trip.
 
         Returns ``True`` when Redis now holds ``record`` (or a newer version), ``False`` when
-        it could not apply it: rows that do not apply on top of what Redis holds (the caller
-        may send the complete record instead), Redis unavailable, or unusable data.
+        it could not apply it: rows that do not apply on top of what Redis holds, or rows
+        that are not an append on top of the entry this process last wrote or verified (it
+        then holds no hash chain to tag the result with; no round trip is made), in both cases
+        the caller may send the complete record instead; Redis unavailable, or unusable data.
 
         Args:
             record: the checkpoint. With ``record.messages`` set it is complete and replaces
@@ -663,11 +696,22 @@ class RedisCache:
         tid = record.thread_id
         with self._span(SPAN.CHECKPOINT_WRITE, tid, "EVALSHA") as sp:
             try:
-                args, nrows = self._put_args(record, new_messages, base_created_at, base_version)
+                mac = await self._entry_mac()
+            except _Unavailable as exc:
+                self._mark_dirty(tid)
+                self._failure(sp, exc, tid)
+                return False
+            try:
+                put = self._put_args(record, new_messages, base_created_at, base_version, mac)
             except (ValueError, TypeError) as exc:  # a malformed record: drop what is cached
                 self._garbage(sp, tid, type(exc).__name__)
                 await self._delete_quietly(tid)
                 return False
+            if put is None:
+                # Not an append on top of a chain this process holds: the caller sends the
+                # complete record (tagged from scratch) instead.
+                return False
+            args, nrows, chain = put
             if sp.is_recording():
                 sp.set_attribute(ATTR.VERSION, record.version)
                 sp.set_attribute(ATTR.MESSAGES_WRITTEN, nrows)
@@ -680,6 +724,10 @@ class RedisCache:
             try:
                 res = await self._call(self._put_script, list(self.keys(tid)), args)
                 self._stats["writes"] += 1
+                if res == 1:
+                    self._keep_chain(tid, chain)
+                elif res == 2:
+                    self._drop_chain(tid)
                 return res in (0, 1)
             except _Unavailable as exc:
                 self._mark_dirty(tid)
@@ -693,13 +741,18 @@ class RedisCache:
         self,
         record: StoredCheckpoint,
         new_messages: list[tuple[int, bytes]] | None,
-        base_created_at: float | None = None,
-        base_version: int | None = None,
-    ) -> tuple[list[Any], int]:
-        """ARGV of the put script (see ``_PUT_LUA``) and the number of rows it carries."""
+        base_created_at: float | None,
+        base_version: int | None,
+        mac: EntryMac,
+    ) -> tuple[list[Any], int, Chain] | None:
+        """ARGV of the put script (see ``_PUT_LUA``), the number of rows it carries and the
+        hash chain of the entry it writes; ``None`` for rows that cannot be tagged without
+        the complete record (no chain of their base version, or not an append)."""
         owner = _owner(record.user_id)
         seqs: list[int]
         blobs: list[bytes]
+        base_tag = ""
+        prior: Chain | None = None
         if record.messages is not None:
             mode = "full"
             seqs, blobs = expand_ranges(record.ranges), record.messages
@@ -718,24 +771,128 @@ class RedisCache:
         for b in blobs:
             if type(b) is not bytes:
                 raise TypeError("message blobs must be bytes")
+        rows = b",".join(blobs)
+        lens = ",".join([str(len(b)) for b in blobs]).encode()
+        base = record.version - 1 if base_version is None else int(base_version)
+        base_at = repr(float(base_created_at)) if base_created_at is not None else ""
+        if mode == "inc":
+            prior = self._chain_for(record.thread_id)
+            if (
+                prior is None
+                or prior.owner != owner
+                or prior.version != base
+                or (base_at and prior.created_at != base_at)
+                or not ranges_extend(prior.ranges, record.ranges)
+                or tail_seqs(prior.ranges, record.ranges) != seqs
+            ):
+                return None
+            base_tag = prior.tag
+            hr, hl = prior.rows, prior.lens
+            empty = prior.empty
+            if seqs:
+                hr, hl = hr.copy(), hl.copy()
+                sep = b"" if prior.empty else b","
+                hr.update(sep + rows)
+                hl.update(sep + lens)
+                empty = False
+        else:
+            hr, hl = EntryMac.hashes(rows, lens)
+            empty = not seqs
+        created = repr(float(record.created_at))
+        ranges_b = orjson.dumps(record.ranges)
+        fields = (
+            str(int(record.version)).encode(),
+            record.values,
+            ranges_b,
+            str(int(record.next_seq)).encode(),
+            record.status.encode("utf-8", "surrogatepass"),
+            created.encode(),
+        )
+        tag = mac.tag(_FMT_B, record.thread_id, owner.encode(), fields, hr.digest(), hl.digest())
+        chain = Chain(
+            owner=owner,
+            version=int(record.version),
+            created_at=created,
+            ranges=record.ranges,
+            rows=hr,
+            lens=hl,
+            tag=tag,
+            empty=empty,
+            nbytes=CHAIN_BYTES + 16 * len(record.ranges) + len(record.thread_id),
+        )
         args = [
             mode,
             record.version,
             owner,
             record.values,
-            orjson.dumps(record.ranges),
+            ranges_b,
             record.next_seq,
             record.status,
-            repr(float(record.created_at)),
+            created,
             self.ttl_s,
             _FMT,
             ",".join(map(str, seqs)),
-            ",".join([str(len(b)) for b in blobs]),
-            b",".join(blobs),
-            repr(float(base_created_at)) if base_created_at is not None else "",
-            record.version - 1 if base_version is None else int(base_version),
+            lens,
+            rows,
+            base_at,
+            base,
+            tag,
+            base_tag,
         ]
-        return args, len(seqs)
+        return args, len(seqs), chain
+
+    # ------------------------------------------------------------------ MAC key and chains
+
+    async def _entry_mac(self) -> EntryMac:
+        """The tier's MAC (the key loaded on first use).
+
+        Raises:
+            _Unavailable: the key loader failed (the call is then a miss).
+        """
+        mac = self._mac
+        if mac is not None:
+            return mac
+        assert self._mac_loader is not None
+        try:
+            key = await self._mac_loader()
+            mac = EntryMac(key)
+        except Exception as exc:  # noqa: BLE001 - no key now: a miss, retried next call
+            logger.warning(
+                "Redis cache at %s: the cache MAC key could not be loaded (%s); "
+                "reading and writing without Redis",
+                self._where,
+                type(exc).__name__,
+            )
+            raise _Unavailable("mac key") from exc
+        self._mac = mac
+        return mac
+
+    def _chain_for(self, thread_id: str) -> Chain | None:
+        with self._chain_lock:
+            chain = self._chains.get(thread_id)
+            if chain is not None:
+                self._chains.move_to_end(thread_id)
+            return chain
+
+    def _keep_chain(self, thread_id: str, chain: Chain) -> None:
+        """Remember ``chain`` as the entry Redis holds for the thread (bounded in bytes)."""
+        with self._chain_lock:
+            chains = self._chains
+            old = chains.pop(thread_id, None)
+            if old is not None:
+                self._chain_bytes -= old.nbytes
+            if chain.nbytes > self.chain_max_bytes:
+                return
+            chains[thread_id] = chain
+            self._chain_bytes += chain.nbytes
+            while self._chain_bytes > self.chain_max_bytes:
+                self._chain_bytes -= chains.popitem(last=False)[1].nbytes
+
+    def _drop_chain(self, thread_id: str) -> None:
+        with self._chain_lock:
+            old = self._chains.pop(thread_id, None)
+            if old is not None:
+                self._chain_bytes -= old.nbytes
 
     async def invalidate(self, key: ThreadKey, *, deleted: bool = False) -> None:
         """Delete the thread's keys (any owner scope), in one round trip.
@@ -749,6 +906,7 @@ class RedisCache:
         reconnection. Never raises for a Redis problem.
         """
         tid = key.thread_id
+        self._drop_chain(tid)
         with self._span(SPAN.CACHE_INVALIDATE, tid, "DEL") as sp:
             try:
                 await self._call(self._client.delete, *self.keys(tid))
@@ -764,7 +922,8 @@ class RedisCache:
         ``LayeredStore.asetup`` and so by ``PgCheckpointer.asetup`` and the first call of a
         checkpointer).
 
-        With ``cluster=True`` (and ``url``), asks the node ``INFO cluster`` on a plain
+        Loads the MAC key when a ``mac_key_loader`` was given (a failure is logged and retried
+        on first use). With ``cluster=True`` (and ``url``), asks the node ``INFO cluster`` on a plain
         connection: a Redis that is not cluster-enabled would otherwise fail every cache call.
         A server that cannot be reached now is not an error here (the tier is optional: its
         calls are misses until it answers).
@@ -773,6 +932,12 @@ class RedisCache:
             ConfigError: (``CONFIG_001``, ``context["key"] == "redis_cluster"``) ``cluster=True``
                 but the Redis at ``url`` is not a cluster node.
         """
+        if self._mac is None:
+            # the MAC key now, on the caller's setup, rather than inside the first background
+            # write-through (which a closing event loop could cut short); a failure is retried
+            # on first use
+            with contextlib.suppress(_Unavailable):
+                await self._entry_mac()
         if self._factory is not RedisCluster or self._url is None:
             return
         probe = aioredis.Redis.from_url(self._url, **self._client_kwargs)
@@ -839,8 +1004,15 @@ class RedisCache:
         """Counters since creation: ``hits``, ``misses``, ``writes`` (write-throughs and fills
         that reached Redis), ``failures`` (calls that were down, timed out, lost the
         connection, met a cluster that is down, or failed inside the client), ``garbage``
-        (unparseable answers), and ``dirty`` (threads waiting for deletion after an outage)."""
-        return {**self._stats, "dirty": len(self._dirty)}
+        (unparseable answers), ``rejected`` (entries whose tag did not verify: altered or
+        corrupted), ``dirty`` (threads waiting for deletion after an outage), ``chains`` and
+        ``chain_bytes`` (hash chains kept, see :meth:`put`)."""
+        return {
+            **self._stats,
+            "dirty": len(self._dirty),
+            "chains": len(self._chains),
+            "chain_bytes": self._chain_bytes,
+        }
 
     # ------------------------------------------------------------------ internals
 
@@ -981,6 +1153,20 @@ class RedisCache:
             attrs = {ATTR.TIER: self.name, ATTR.ERROR_TYPE: str(exc) or type(exc).__name__}
             sp.add_event(EVENT.CACHE_FAILURE, attrs)
 
+    def _rejected(self, sp: Any, thread_id: str) -> None:
+        """Count (``tenxgraph.cache.rejected``), log (warning) and record as a span event an
+        entry whose tag does not verify."""
+        self._stats["rejected"] += 1
+        counter(METRIC.CACHE_REJECTED).add(1, {ATTR.TIER: self.name})
+        logger.warning(
+            "Redis cache at %s holds an entry of thread %r whose MAC does not verify (altered "
+            "or corrupted, or written with another key); rejected, read from the source",
+            self._where,
+            thread_id,
+        )
+        if sp.is_recording():
+            sp.add_event(EVENT.CACHE_REJECTED, {ATTR.TIER: self.name, ATTR.THREAD_ID: thread_id})
+
     def _garbage(self, sp: Any, thread_id: str, what: str) -> None:
         """Count, log (warning) and record as a span event data that does not parse."""
         self._stats["garbage"] += 1
@@ -995,19 +1181,26 @@ class RedisCache:
 
     async def _delete_quietly(self, thread_id: str) -> None:
         """Delete the thread's keys; when that fails too, owe it (dirty) for later."""
+        self._drop_chain(thread_id)
         try:
             await self._call(self._client.delete, *self.keys(thread_id))
         except (_Unavailable, RedisError):
             self._mark_dirty(thread_id)
 
-    def _parse(self, key: ThreadKey, res: Any) -> StoredCheckpoint | None:
+    def _parse(self, key: ThreadKey, res: Any, mac: EntryMac) -> StoredCheckpoint | None:
         """Turn the GET script's answer into a record; raise :class:`_Garbage` when it does
-        not parse (the script returns ``0`` after deleting structurally broken keys)."""
+        not parse (the script returns ``0`` after deleting structurally broken keys) and
+        :class:`_Rejected` when its tag does not verify (checked before anything is decoded;
+        a verified entry's hash chain is kept for the next write-through)."""
         if res is None:
             return None
-        if not isinstance(res, list) or len(res) != 8:
+        if not isinstance(res, list) or len(res) != 9:
             raise _Garbage("layout")
-        version_b, values, ranges_b, next_seq_b, status_b, created_b, lens_b, body = res
+        version_b, values, ranges_b, next_seq_b, status_b, created_b, lens_b, body, tag = res
+        if not all(type(x) is bytes for x in (version_b, values, ranges_b, next_seq_b)) or not all(
+            type(x) is bytes for x in (status_b, created_b, lens_b, body, tag)
+        ):
+            raise _Garbage("layout")
         try:
             version = int(version_b)
             ranges = _parse_ranges(ranges_b)
@@ -1019,6 +1212,13 @@ class RedisCache:
             raise _Garbage(type(exc).__name__) from None
         if version < 1 or len(messages) != ranges_len(ranges):
             raise _Garbage("ranges")
+        # The tag, before anything is decoded: over every byte a read turns into state.
+        owner = _owner(key.user_id)
+        hr, hl = EntryMac.hashes(body, lens_b)
+        fields = (version_b, values, ranges_b, next_seq_b, status_b, created_b)
+        want = mac.tag(_FMT_B, key.thread_id, owner.encode(), fields, hr.digest(), hl.digest())
+        if not EntryMac.same(want, tag):
+            raise _Rejected(key.thread_id)
         if type(values) is not bytes or not values.startswith(b"{"):
             raise _Garbage("values")
         try:
@@ -1035,6 +1235,20 @@ class RedisCache:
             for b in messages:
                 if not _looks_like_blob(b):
                     raise _Garbage("message")
+        self._keep_chain(
+            key.thread_id,
+            Chain(
+                owner=owner,
+                version=version,
+                created_at=created_b.decode("ascii", "replace"),
+                ranges=ranges,
+                rows=hr,
+                lens=hl,
+                tag=want,
+                empty=not messages,
+                nbytes=CHAIN_BYTES + 16 * len(ranges) + len(key.thread_id),
+            ),
+        )
         return StoredCheckpoint(
             thread_id=key.thread_id,
             user_id=key.user_id,

@@ -129,6 +129,7 @@ class EVENT:
     TOOL_FAILED = "tenxgraph.tool.failed"  # attrs: tool name, id, error.type
     CACHE_FAILURE = "tenxgraph.cache.failure"  # attrs: tier, error.type
     CACHE_INVALIDATED = "tenxgraph.cache.invalidated"  # attrs: thread id, reason
+    CACHE_REJECTED = "tenxgraph.cache.rejected"  # attrs: tier, thread id
     RESUME = "tenxgraph.run.resume"  # attrs: node name
     ROW_SKIPPED = "tenxgraph.row.skipped"  # attrs: db operation, rows skipped
     ALREADY_PROCESSED = "tenxgraph.run.already_processed"  # attrs: run id of this invocation
@@ -143,6 +144,7 @@ class METRIC:
     CONFLICTS = "tenxgraph.conflicts"
     CACHE_HITS = "tenxgraph.cache.hits"
     CACHE_MISSES = "tenxgraph.cache.misses"
+    CACHE_REJECTED = "tenxgraph.cache.rejected"
     LEDGER_HITS = "tenxgraph.ledger.hits"
     REPLAYED_NODES = "tenxgraph.nodes.replayed"
     LEDGER_READ_FALLBACKS = "tenxgraph.ledger.read_fallbacks"
@@ -207,6 +209,12 @@ METRICS: dict[str, MetricSpec] = {
     ),
     METRIC.CACHE_MISSES: MetricSpec(
         "counter", "{read}", "cache tier reads that did not find the thread", (ATTR.TIER,)
+    ),
+    METRIC.CACHE_REJECTED: MetricSpec(
+        "counter",
+        "{read}",
+        "cached copies refused because their MAC did not verify (altered or corrupted)",
+        (ATTR.TIER,),
     ),
     METRIC.LEDGER_HITS: MetricSpec(
         "counter", "{call}", "tool calls answered from the ledger instead of run", (ATTR.TOOL_NAME,)

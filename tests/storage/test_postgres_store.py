@@ -253,7 +253,7 @@ async def test_setup_twice_creates_version_3_schema(pg_dsn: str, pg_schema: str)
     rows = sql_rows(
         pg_dsn, f'SELECT version, summary FROM "{pg_schema}".app_tx_migrations ORDER BY 1'
     )
-    assert [r[0] for r in rows] == [1, 2, 3, 4, 5, 6, 7] == list(range(1, CURRENT_VERSION + 1))
+    assert [r[0] for r in rows] == list(range(1, CURRENT_VERSION + 1))
     assert [r[1] for r in rows] == [m.summary for m in MIGRATIONS]
     tables = {
         r[0]
@@ -271,6 +271,7 @@ async def test_setup_twice_creates_version_3_schema(pg_dsn: str, pg_schema: str)
         "app_tx_lease_waiters",
         "app_tx_runs",
         "app_tx_migrations",
+        "app_tx_cache_keys",
     }
     types = dict(
         sql_rows(
@@ -340,12 +341,13 @@ async def test_async_setup_on_an_application_connection(pg_dsn: str, pg_schema: 
 async def test_newer_schema_is_refused(store: PostgresStore, pg_dsn: str, pg_schema: str) -> None:
     sql_rows(
         pg_dsn,
-        f"INSERT INTO \"{pg_schema}\".tenxgraph_migrations (version, summary) VALUES (8, 'future')",
+        f'INSERT INTO "{pg_schema}".tenxgraph_migrations (version, summary) '
+        f"VALUES ({CURRENT_VERSION + 1}, 'future')",
     )
     with pytest.raises(SchemaVersionError) as info:
         await store.asetup()
     assert info.value.error_code == "STORAGE_SCHEMA_001"
-    assert info.value.context == {"found": 8, "supported": CURRENT_VERSION}
+    assert info.value.context == {"found": CURRENT_VERSION + 1, "supported": CURRENT_VERSION}
     with pytest.raises(SchemaVersionError):
         await asyncio.to_thread(PostgresStore(pg_dsn, schema=pg_schema).setup)
 

@@ -189,9 +189,9 @@ async def test_incremental_put_sends_only_new_rows(redis_url: str, redis_prefix:
         assert cmd[0] == "EVALSHA"
         # the rows, framed: seqs, lengths, rows joined by commas; then the base's created_at
         # and version
-        seqs, lens, body, base, base_version = cmd[-5:]
+        seqs, lens, body, base, base_version = cmd[-7:-2]
         assert (seqs, body, base, base_version) == ("51,52", blob(51) + b"," + blob(52), "", 1)
-        assert lens == f"{len(blob(51))},{len(blob(52))}"
+        assert lens == f"{len(blob(51))},{len(blob(52))}".encode()
         assert sum(len(a) for a in cmd[1:] if isinstance(a, bytes | str)) < 600  # not O(n)
         client.commands.clear()
         rec = await cache.get(KEY)
@@ -209,9 +209,11 @@ async def test_incremental_put_extends_only_the_same_checkpoint(
     counts from 1 again): rows are applied only on top of the copy created at the base's
     ``created_at``, and a complete record replaces a same-numbered copy of another time."""
     await cache.put(record(1, ((1, 3),), created_at=100.0))
-    # the writer's version 1 was created at 200.0: Redis holds another thread's version 1
+    # the writer's version 1 was created at 200.0: Redis holds another thread's version 1,
+    # which the rows do not extend (the caller sends the complete record instead)
     assert await cache.put(record(2, ((1, 4),), messages=False), rows(3), 200.0) is False
-    assert await cache.get(KEY) is None
+    held = await cache.get(KEY)
+    assert held is not None and (held.version, held.created_at) == (1, 100.0)
     await cache.invalidate(KEY)
     await cache.put(record(1, ((1, 3),), created_at=200.0))
     assert await cache.put(record(2, ((1, 4),), messages=False), rows(3), 200.0) is True
@@ -227,7 +229,12 @@ async def test_incremental_put_on_another_version_drops_data(
     cache: RedisCache, raw, redis_prefix
 ) -> None:
     await cache.put(record(1, ((1, 3),)))
-    await cache.put(record(3, ((1, 4),), messages=False), rows(3))  # Redis holds 1, not 2
+    # Redis holds 1, not 2: not applied (no round trip: this tier's hash chain is of 1)
+    assert await cache.put(record(3, ((1, 4),), messages=False), rows(3)) is False
+    assert (await cache.get(KEY)).version == 1
+    # a chain that agrees but an entry that does not (another writer's): Redis drops it
+    cache._chains["t1"].version = 2
+    assert await cache.put(record(3, ((1, 4),), messages=False), rows(3)) is False
     assert await cache.get(KEY) is None
     assert not raw.exists(*(f"{redis_prefix}{{t1}}:{k}" for k in ("meta", "msgs", "lens")))
     # nothing cached at all: rows alone install nothing
@@ -241,7 +248,12 @@ async def test_incremental_put_on_another_version_drops_data(
 
 async def test_replaced_ranges_prune_rows(cache: RedisCache, raw, redis_prefix) -> None:
     await cache.put(record(1, ((1, 6),)))
-    await cache.put(record(2, ((9, 10), (2, 3), (5, 6)), messages=False), rows(9))
+    # not an append: the rows alone cannot be tagged, the caller sends the complete record
+    assert await cache.put(record(2, ((9, 10), (2, 3), (5, 6)), messages=False), rows(9)) is False
+    assert (await cache.get(KEY)).version == 1
+    full = record(2, ((9, 10), (2, 3), (5, 6)))
+    full.messages = [blob(9), blob(2), blob(5)]
+    assert await cache.put(full) is True
     rec = await cache.get(KEY)
     assert rec.messages == [blob(9), blob(2), blob(5)] and rec.ranges == ((9, 10), (2, 3), (5, 6))
     # the list was rewritten: only the rows of the new ranges are left, in list order
@@ -325,8 +337,12 @@ async def test_garbage_is_a_miss_with_a_warning(
     GARBAGE[how](raw, redis_prefix)
     with caplog.at_level(logging.WARNING, logger="tenxgraph.redis"):
         assert await cache.get(KEY) is None
-    assert any("unusable data" in r.getMessage() for r in caplog.records), how
-    assert cache.stats()["garbage"] >= 1
+    # structurally broken data is garbage; data that parses but was changed fails its MAC
+    assert any(
+        "unusable data" in r.getMessage() or "does not verify" in r.getMessage()
+        for r in caplog.records
+    ), how
+    assert cache.stats()["garbage"] + cache.stats()["rejected"] >= 1
     # the broken keys are gone: the next fill repairs the entry
     await cache.put(record(1, ((1, 4),)))
     assert (await cache.get(KEY)).messages == [blob(1), blob(2), blob(3)]
@@ -492,19 +508,26 @@ def span_exporter():
 
 
 async def test_merged_rows_of_several_versions_apply_on_their_base(cache: RedisCache) -> None:
-    """A merged write-through (versions 2 and 3 in one call) applies on top of version 1; rows
-    a later step dropped again are left out of the rewritten list."""
+    """A merged write-through (versions 2 and 3 in one call) applies on top of version 1 when
+    it appends; one that does not append (rows a later step dropped again) cannot be tagged
+    from its rows alone: refused without a round trip, the complete record goes instead."""
     await cache.put(record(1, ((1, 6),)))
-    # v2 appended seq 6, v3 dropped 1, 3-5 and 6 again and added 7: not an append
-    assert await cache.put(record(3, ((2, 3), (7, 8)), messages=False), rows(6, 7), base_version=1)
+    assert await cache.put(record(3, ((1, 8),), messages=False), rows(6, 7), base_version=1)
     got = await cache.get(KEY)
-    assert got is not None and got.version == 3 and got.messages == [blob(2), blob(7)]
-    # appending on top of the rewritten list
-    assert await cache.put(record(4, ((2, 3), (7, 9)), messages=False), rows(8))
-    got = await cache.get(KEY)
-    assert got is not None and got.messages == [blob(2), blob(7), blob(8)]
-    # a merged put naming a base the cache does not hold drops the copy
+    assert got is not None and got.version == 3 and got.messages == [blob(s) for s in range(1, 8)]
+    # v4 appended seq 8, v5 dropped 1, 3-5 and 8 again and added 9: not an append
     assert not await cache.put(
-        record(6, ((2, 3), (7, 10)), messages=False), rows(9), base_version=3
+        record(5, ((2, 3), (6, 8), (9, 10)), messages=False), rows(8, 9), base_version=3
     )
-    assert await cache.get(KEY) is None
+    assert (await cache.get(KEY)).version == 3
+    full = record(5, ((2, 3), (6, 8), (9, 10)))
+    assert await cache.put(full)
+    # appending on top of the complete record
+    assert await cache.put(record(6, ((2, 3), (6, 8), (9, 11)), messages=False), rows(10))
+    got = await cache.get(KEY)
+    assert got is not None and got.messages == [blob(s) for s in (2, 6, 7, 9, 10)]
+    # a merged put naming a base the cache does not hold is refused; the copy is kept
+    assert not await cache.put(
+        record(9, ((2, 3), (6, 8), (9, 12)), messages=False), rows(11), base_version=7
+    )
+    assert (await cache.get(KEY)).version == 6

@@ -94,7 +94,12 @@ async def test_a_garbage_row_in_the_new_layout_is_a_miss(
         with caplog.at_level(logging.WARNING):
             st = await reader.aget_state(dict(cfg))
         assert st is not None and list(st.context) == written  # the source's copy
-        assert any("could not be decoded" in r.getMessage() for r in caplog.records)
+        # rows altered in Redis fail the entry's MAC before anything is decoded
+        assert any("does not verify" in r.getMessage() for r in caplog.records)
+        assert (
+            next(c for c in reader.store.caches if isinstance(c, RedisCache)).stats()["rejected"]
+            == 1
+        )
     finally:
         await writer.aclose()
         await reader.aclose()

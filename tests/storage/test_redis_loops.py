@@ -85,7 +85,10 @@ def test_one_checkpointer_two_asyncio_runs_and_the_sync_api(
         assert after["hits"] - before["hits"] == 3
         cp.close()
     assert tier.stats()["failures"] == 0
-    # write-throughs run in the background; one cut short by a closing loop may be lost
-    assert tier.stats()["writes"] >= 6
+    # write-throughs run in the background; one cut short by a closing loop may be lost. The
+    # next write-through of such a thread cannot be tagged on top of what Redis holds (no
+    # hash chain of its base): it goes as the complete record, one call (per thread at least
+    # the sync API's, on the portal loop that stays open)
+    assert tier.stats()["writes"] >= 3, tier.stats()
     messages = [r.getMessage() for r in caplog.records]
     assert not [m for m in messages if "loop" in m.lower() or "redis" in m.lower()], messages

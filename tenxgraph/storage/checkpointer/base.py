@@ -117,6 +117,25 @@ string ``"*"`` is refused as a user id everywhere (``CONFIG_001``).
 #: Threads whose last read or written version a checkpointer instance remembers (the CAS base of
 #: direct ``aput_state`` calls); the least recently used are forgotten beyond this count.
 SEEN_MAX_THREADS = 1024
+#: ... or beyond this many bytes (each entry counted as :data:`SEEN_ENTRY_BYTES` plus its ids).
+SEEN_MAX_BYTES = 1 << 20
+#: Estimated memory of one remembered version besides its ids: the map slot, the key and the
+#: entry objects (CPython, 64-bit; measured about 300).
+SEEN_ENTRY_BYTES = 320
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What a checkpointer remembers of the version it last read or wrote of a thread: which
+    checkpoint it is (version and creation time), never its state. The state that diffing
+    needs is the in-process tier's copy of that checkpoint (already bounded in bytes), or the
+    source's."""
+
+    version: int
+    created_at: float
+    nbytes: int
+
+
 #: Versions decoded per page by ``get_state_history`` (bounds the raw rows held at once).
 HISTORY_PAGE = 16
 
@@ -144,6 +163,11 @@ class StateSnapshot:
     next_node: str | None
     created_at: float
     origin: dict[str, Any] | None = None
+
+
+def _seen_size(key: ThreadKey) -> int:
+    """Bytes counted for one remembered version of ``key`` (its entry plus its ids)."""
+    return SEEN_ENTRY_BYTES + len(key.thread_id) + len(key.user_id)
 
 
 class BaseCheckpointer(Generic[StateT]):
@@ -243,10 +267,12 @@ class BaseCheckpointer(Generic[StateT]):
         self.state_class = state_class
         self._setup_done = False
         # Versions this instance last read or wrote, per thread key: the CAS base of direct
-        # ``aput_state`` calls that do not carry ``_checkpoint_version``. Bounded (LRU of
-        # SEEN_MAX_THREADS threads) and cleared by aclose(), so memory does not grow with the
-        # number of threads ever touched.
-        self._seen: OrderedDict[ThreadKey, Loaded] = OrderedDict()
+        # ``aput_state`` calls that do not carry ``_checkpoint_version``. Only the version and
+        # its creation time are kept (never the state: a whole decoded state per thread would
+        # sit outside the LRU's byte bound); bounded by SEEN_MAX_THREADS threads and
+        # SEEN_MAX_BYTES, least recently used forgotten first, cleared by aclose().
+        self._seen: OrderedDict[ThreadKey, _Seen] = OrderedDict()
+        self._seen_bytes = 0
         self._ckpt_counter = counter(METRIC.CHECKPOINTS)
         self._write_hist = histogram(METRIC.WRITE_DURATION)
         self._conflicts = counter(METRIC.CONFLICTS)
@@ -377,6 +403,7 @@ class BaseCheckpointer(Generic[StateT]):
         if self.store is not None:
             await self.store.aclose()
         self._seen.clear()
+        self._seen_bytes = 0
         self._setup_done = False
 
     def close(self) -> None:
@@ -400,14 +427,47 @@ class BaseCheckpointer(Generic[StateT]):
 
     # -- decoding --------------------------------------------------------------------------------
     def _remember(self, key: ThreadKey, loaded: Loaded | None) -> None:
-        """Record (or, with ``None``, forget) the version this instance last saw of ``key``."""
+        """Record (or, with ``None``, forget) the version this instance last saw of ``key``:
+        its number and creation time only (see :class:`_Seen`)."""
+        seen = self._seen
         if loaded is None:
-            self._seen.pop(key, None)
+            gone = seen.pop(key, None)
+            if gone is not None:
+                self._seen_bytes -= gone.nbytes
             return
-        self._seen[key] = loaded
-        self._seen.move_to_end(key)
-        while len(self._seen) > SEEN_MAX_THREADS:
-            self._seen.popitem(last=False)
+        entry = seen.get(key)
+        if entry is not None:  # the step path: update in place, no allocation
+            entry.version = loaded.version
+            entry.created_at = loaded.created_at
+            seen.move_to_end(key)
+            return
+        nbytes = _seen_size(key)
+        seen[key] = _Seen(loaded.version, loaded.created_at, nbytes)
+        self._seen_bytes += nbytes
+        while len(seen) > SEEN_MAX_THREADS or self._seen_bytes > SEEN_MAX_BYTES:
+            self._seen_bytes -= seen.popitem(last=False)[1].nbytes
+
+    def _forget(self, key: ThreadKey) -> None:
+        """Forget the version remembered of ``key``."""
+        self._remember(key, None)
+
+    async def _seen_base(
+        self, key: ThreadKey, seen: _Seen, state_cls: type[AgentState]
+    ) -> Loaded | None:
+        """The remembered checkpoint of ``key`` decoded from the in-process tier's copy (no
+        round trip; its decoded messages are reused), or ``None`` when that tier no longer
+        holds exactly that checkpoint (same version and creation time: a version number
+        alone does not name a checkpoint)."""
+        peek = getattr(self.store, "peek", None)
+        if peek is None:
+            return None
+        rec = await peek(key)
+        if rec is None or rec.version != seen.version or rec.created_at != seen.created_at:
+            return None
+        try:
+            return self._decode(rec, state_cls)
+        except SerializationError:
+            return None
 
     def _decode(
         self,
@@ -939,21 +999,23 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> Loaded | None:
         expected = cfg.get("_checkpoint_version")
         seen = self._seen.get(key)
-        if expected is not None:
-            if expected == 0:
-                return None
-            if seen is not None and seen.version == expected:
-                return seen
-            rec = await self._tier("aput_state").read(key, int(expected))
-            if rec is None:
-                # The version is gone (pruned or never existed): the CAS must fail as stale.
-                return Loaded(
-                    state=state_cls(), version=int(expected), view=DurableView.empty(), created_at=0
-                )
-            return self._decode(rec, state_cls)
-        if seen is not None:
-            return seen
-        return await self.aload(cfg, state_cls)
+        if expected is None:
+            if seen is None:
+                return await self.aload(cfg, state_cls)
+            expected = seen.version
+        if expected == 0:
+            return None
+        if seen is not None and seen.version == expected:
+            base = await self._seen_base(key, seen, state_cls)
+            if base is not None:
+                return base
+        rec = await self._tier("aput_state").read(key, int(expected))
+        if rec is None:
+            # The version is gone (pruned or never existed): the CAS must fail as stale.
+            return Loaded(
+                state=state_cls(), version=int(expected), view=DurableView.empty(), created_at=0
+            )
+        return self._decode(rec, state_cls)
 
     async def aget_state_history(
         self,
@@ -1084,7 +1146,7 @@ class BaseCheckpointer(Generic[StateT]):
         """
         await self._ensure_setup()
         key = self._key(config)
-        self._seen.pop(key, None)
+        self._forget(key)
         existed = await self._tier("aclean_thread").delete_thread(key)
         # The thread's state-cache entry goes with it (after the owner check above passed).
         # The thread is already deleted: a cache that cannot be reached now must not report

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.core.exceptions import ConfigError
+from tenxgraph.storage._cache_mac import check_key
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
 from tenxgraph.storage.kv import MemoryKV, RedisKV
@@ -119,6 +120,12 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             checkpoint write reads its outcome back and ends within ``answer_timeout_s`` +
             7 s, committed or with ``CommitOutcomeUnknownError``. Connections also get TCP
             keepalives (idle 30 s, interval 10 s, 3 probes) unless the DSN sets its own.
+        cache_mac_key: the secret (``bytes``, at least 16; e.g. ``os.urandom(32)`` kept in
+            the application's secret store) of the keyed MAC each Redis entry carries: a
+            cached copy is served only when its tag verifies, so a copy altered in Redis is
+            never served nor written back. Every instance needs the same key. ``None``
+            (default): the key ``setup()`` drew and keeps in Postgres (table
+            ``cache_keys``), read once. Needs a Redis tier.
 
     The cache methods (``aput_cache_value``, ``aput_state_cache`` ...) keep their entries in
     Redis when there is a Redis tier (shared by every instance; the state cache expires after
@@ -130,7 +137,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             ``AsyncConnectionPool``, a bad ``pool_config`` (see above), an unknown
             ``user_id_type`` or ``id_type``, a bad ``pooler`` or ``partitions``,
             ``redis_cluster=True`` without ``redis_url`` (or with ``redis``/``redis_pool``), an
-            unknown ``multitask_strategy`` or bad lease timing.
+            unknown ``multitask_strategy`` or bad lease timing, a ``cache_mac_key`` that is not
+            bytes of at least 16, or one given without a Redis tier.
     """
 
     def __init__(
@@ -162,6 +170,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
         answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
+        cache_mac_key: bytes | None = None,
     ) -> None:
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
@@ -188,6 +197,14 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
                 "redis= nor redis_pool= (pass a RedisCluster as redis= instead)",
                 context={"key": "redis_cluster"},
             )
+        if cache_mac_key is not None:
+            if redis is None and redis_pool is None and not redis_url:
+                raise ConfigError(
+                    "cache_mac_key= keys the MACs of Redis cache entries: it needs a Redis "
+                    "tier (redis_url=, redis= or redis_pool=)",
+                    context={"key": "cache_mac_key"},
+                )
+            check_key(cache_mac_key)
         if id_type not in ("string", "int", "bigint"):
             raise ConfigError(
                 f"id_type must be 'string', 'int' or 'bigint', got {id_type!r}",
@@ -226,8 +243,17 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         if redis_client is not None or redis_url:
             from tenxgraph.storage.redis import RedisCache
 
+            # The MAC key: the application's, else the one kept in Postgres, read once on
+            # the tier's first use (never sent to Redis).
+            keying: dict[str, Any] = (
+                {"mac_key": cache_mac_key}
+                if cache_mac_key is not None
+                else {"mac_key_loader": pg.acache_mac_key}
+            )
             if redis_client is not None:
-                tier = RedisCache(client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl)
+                tier = RedisCache(
+                    client=redis_client, prefix=redis_prefix, ttl_s=cache_ttl, **keying
+                )
             else:
                 # One client per event loop, built from the URL (and redis_pool_config).
                 tier = RedisCache(
@@ -236,6 +262,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
                     ttl_s=cache_ttl,
                     cluster=redis_cluster,
                     client_kwargs=redis_pool_config,
+                    **keying,
                 )
             caches.append(tier)
             # the running loop's client of the tier, looked up per call
