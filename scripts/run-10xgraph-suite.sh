@@ -2,16 +2,21 @@
 # Runs 10xGraph 0.10.3's released test suite (from its PyPI source distribution) against this
 # checkout's tenxgraph, from a scratch folder outside the repository, and prints a per-file table.
 # Only the sdist's tests/ folder is used; its own package folders are never put on the path.
-# Usage: scripts/run-10xgraph-suite.sh [extra pytest args]   (env: SUITE_DIR, PYTHON)
+# It runs in its own scratch venv (this checkout installed editable), because the suite's
+# pytest-asyncio must not be installed next to the project's own anyio-based test settings.
+# Usage: scripts/run-10xgraph-suite.sh [extra pytest args]   (env: SUITE_DIR, BASE_PYTHON)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-py="${PYTHON:-$repo/.venv/bin/python}"
 scratch="${SUITE_DIR:-${TMPDIR:-/tmp}/tenxgraph-10xgraph-suite}"
 version=0.10.3
 case "$scratch" in "$repo"*) echo "SUITE_DIR must be outside the repository" >&2; exit 2;; esac
 
-# Test-only tools the suite's own settings use (pytest-asyncio, pytest-env) plus Pillow for images.
-"$py" -m pip install -q pytest-asyncio pytest-env Pillow >/dev/null 2>&1
+py="$scratch/venv/bin/python"
+if [ ! -x "$py" ]; then
+  "${BASE_PYTHON:-python3}" -m venv "$scratch/venv"
+fi
+# The suite's own test tools (pytest-asyncio, pytest-env), Pillow for its images, and tenxgraph.
+"$py" -m pip install -q pytest pytest-asyncio pytest-env Pillow -e "$repo" >/dev/null 2>&1
 
 mkdir -p "$scratch/sdist"
 if [ ! -f "$scratch/sdist/10xgraph-$version.tar.gz" ]; then
@@ -30,6 +35,7 @@ testpaths = tests
 env =
     ENVIRONMENT=pytest
 asyncio_mode = strict
+asyncio_default_fixture_loop_scope = function
 filterwarnings = ignore::DeprecationWarning
 markers =
     asyncio: mark test as async test
@@ -50,7 +56,7 @@ import tenxgraph, sys
 print("tenxgraph from", tenxgraph.__file__, file=sys.stderr)
 PY
 set +e
-"$py" -m pytest -p no:cacheprovider -q -n 0 -o addopts= -rN --junitxml="$scratch/run/junit.xml" \
+"$py" -m pytest -p no:cacheprovider -q -o addopts= -rN --junitxml="$scratch/run/junit.xml" \
   --continue-on-collection-errors "$@" >"$scratch/run/pytest.log" 2>&1
 set -e
 tail -3 "$scratch/run/pytest.log"

@@ -503,6 +503,14 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ("from tenxgraph.core.skills import SkillsRegistry", "reference/python/skills"),
     ("from tenxgraph.core.skills.models import SkillConfig", "reference/python/skills"),
     ("from tenxgraph.core.skills.models import SkillConfig, SkillMeta", "reference/python/skills"),
+    (
+        "from tenxgraph.runtime.publisher import BasePublisher, ConsolePublisher",
+        "reference/python/publishers",
+    ),
+    (
+        "from tenxgraph.runtime.publisher import ConsolePublisher",
+        "concepts/publishers-and-runtime-protocols, how-to/python/use-publishers, reference/python/publishers",
+    ),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -851,20 +859,12 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
         "how-to/python/use-custom-nodes",
     ),
     (
-        "from tenxgraph.runtime.publisher import BasePublisher, ConsolePublisher",
-        "reference/python/publishers",
-    ),
-    (
         "from tenxgraph.runtime.publisher import CompositePublisher",
         "concepts/extensibility, reference/python/publishers",
     ),
     (
         "from tenxgraph.runtime.publisher import CompositePublisher, ConsolePublisher, RedisPublisher",
         "how-to/python/use-publishers, reference/python/publishers",
-    ),
-    (
-        "from tenxgraph.runtime.publisher import ConsolePublisher",
-        "concepts/publishers-and-runtime-protocols, how-to/python/use-publishers, reference/python/publishers",
     ),
     (
         "from tenxgraph.runtime.publisher import KafkaPublisher",
