@@ -27,6 +27,7 @@ from .callbacks import (
 )
 from .command import Command
 from .constants import END, START, ResponseGranularity
+from .converter import convert_messages
 from .decorators import get_tool_metadata, has_tool_decorator, tool
 from .id_generator import (
     AsyncIDGenerator,
@@ -57,6 +58,7 @@ __all__ = [
     "Command",
     "DefaultIDGenerator",
     "END",
+    "convert_messages",
     "GraphInterrupt",
     "HexIDGenerator",
     "IDType",
