@@ -511,6 +511,14 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.runtime.publisher import ConsolePublisher",
         "concepts/publishers-and-runtime-protocols, how-to/python/use-publishers, reference/python/publishers",
     ),
+    (
+        "from tenxgraph.runtime.adapters.llm.base_converter import BaseConverter",
+        "concepts/extensibility",
+    ),
+    (
+        "from tenxgraph.runtime.adapters.llm.model_response_converter import ModelResponseConverter",
+        "how-to/python/use-custom-nodes",
+    ),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -849,14 +857,6 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
     (
         "from tenxgraph.runtime.adapters.llm import GoogleGenAIConverter",
         "tutorials/from-examples/google-genai",
-    ),
-    (
-        "from tenxgraph.runtime.adapters.llm.base_converter import BaseConverter",
-        "concepts/extensibility",
-    ),
-    (
-        "from tenxgraph.runtime.adapters.llm.model_response_converter import ModelResponseConverter",
-        "how-to/python/use-custom-nodes",
     ),
     (
         "from tenxgraph.runtime.publisher import CompositePublisher",
