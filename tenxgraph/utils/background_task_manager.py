@@ -229,7 +229,10 @@ class BackgroundTaskManager:
         except Exception:
             counter(METRIC.TASKS_FAILED).inc()
             logger.error(
-                "background task %r failed (context=%r)", meta.name, meta.context, exc_info=True
+                "Background task raised an exception: task %r failed (context=%r)",
+                meta.name,
+                meta.context,
+                exc_info=True,
             )
             raise
         counter(METRIC.TASKS_COMPLETED).inc()
