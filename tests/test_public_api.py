@@ -1136,7 +1136,10 @@ def test_design_section_1_imports() -> None:
 @pytest.mark.parametrize(
     ("module", "expected"),
     [
-        ("tenxgraph.core", {"Agent", "CompiledGraph", "StateGraph", "ToolNode"}),
+        (
+            "tenxgraph.core",
+            {"Agent", "AgentState", "CompiledGraph", "Message", "StateGraph", "ToolNode"},
+        ),
         (
             "tenxgraph.core.graph",
             {"Agent", "CompiledGraph", "StateGraph", "StreamChunk", "StreamEvent", "ToolNode"},
@@ -1170,6 +1173,7 @@ def test_design_section_1_imports() -> None:
                 "BeforeInvokeCallback",
                 "CallbackContext",
                 "CallbackManager",
+                "convert_messages",
                 "InvocationType",
                 "OnErrorCallback",
                 "append_items",
