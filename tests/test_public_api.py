@@ -503,6 +503,22 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ("from tenxgraph.core.skills import SkillsRegistry", "reference/python/skills"),
     ("from tenxgraph.core.skills.models import SkillConfig", "reference/python/skills"),
     ("from tenxgraph.core.skills.models import SkillConfig, SkillMeta", "reference/python/skills"),
+    (
+        "from tenxgraph.runtime.publisher import BasePublisher, ConsolePublisher",
+        "reference/python/publishers",
+    ),
+    (
+        "from tenxgraph.runtime.publisher import ConsolePublisher",
+        "concepts/publishers-and-runtime-protocols, how-to/python/use-publishers, reference/python/publishers",
+    ),
+    (
+        "from tenxgraph.runtime.adapters.llm.base_converter import BaseConverter",
+        "concepts/extensibility",
+    ),
+    (
+        "from tenxgraph.runtime.adapters.llm.model_response_converter import ModelResponseConverter",
+        "how-to/python/use-custom-nodes",
+    ),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -843,28 +859,12 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
         "tutorials/from-examples/google-genai",
     ),
     (
-        "from tenxgraph.runtime.adapters.llm.base_converter import BaseConverter",
-        "concepts/extensibility",
-    ),
-    (
-        "from tenxgraph.runtime.adapters.llm.model_response_converter import ModelResponseConverter",
-        "how-to/python/use-custom-nodes",
-    ),
-    (
-        "from tenxgraph.runtime.publisher import BasePublisher, ConsolePublisher",
-        "reference/python/publishers",
-    ),
-    (
         "from tenxgraph.runtime.publisher import CompositePublisher",
         "concepts/extensibility, reference/python/publishers",
     ),
     (
         "from tenxgraph.runtime.publisher import CompositePublisher, ConsolePublisher, RedisPublisher",
         "how-to/python/use-publishers, reference/python/publishers",
-    ),
-    (
-        "from tenxgraph.runtime.publisher import ConsolePublisher",
-        "concepts/publishers-and-runtime-protocols, how-to/python/use-publishers, reference/python/publishers",
     ),
     (
         "from tenxgraph.runtime.publisher import KafkaPublisher",
@@ -1136,7 +1136,10 @@ def test_design_section_1_imports() -> None:
 @pytest.mark.parametrize(
     ("module", "expected"),
     [
-        ("tenxgraph.core", {"Agent", "CompiledGraph", "StateGraph", "ToolNode"}),
+        (
+            "tenxgraph.core",
+            {"Agent", "AgentState", "CompiledGraph", "Message", "StateGraph", "ToolNode"},
+        ),
         (
             "tenxgraph.core.graph",
             {"Agent", "CompiledGraph", "StateGraph", "StreamChunk", "StreamEvent", "ToolNode"},
@@ -1170,6 +1173,7 @@ def test_design_section_1_imports() -> None:
                 "BeforeInvokeCallback",
                 "CallbackContext",
                 "CallbackManager",
+                "convert_messages",
                 "InvocationType",
                 "OnErrorCallback",
                 "append_items",

@@ -1401,7 +1401,7 @@ async def _steps(
                 state, status=ExecutionStatus.ERROR, current_node=node, error="recursion limit"
             )
             rec_exc = GraphRecursionError(
-                f"the run executed {run.executed} nodes, the recursion_limit; raise "
+                f"the run executed {run.executed} nodes, its recursion limit; raise "
                 "config['recursion_limit'] or fix the loop. State saved; invoke(None, config) "
                 "continues from node " + repr(node),
                 context={

@@ -27,6 +27,7 @@ from .callbacks import (
 )
 from .command import Command
 from .constants import END, START, ResponseGranularity
+from .converter import convert_messages
 from .decorators import get_tool_metadata, has_tool_decorator, tool
 from .id_generator import (
     AsyncIDGenerator,
@@ -74,6 +75,7 @@ __all__ = [
     "UUIDGenerator",
     "add_messages",
     "append_items",
+    "convert_messages",
     "get_tool_metadata",
     "has_tool_decorator",
     "install_secret_redaction",

@@ -30,7 +30,7 @@ from tenxgraph.utils.metrics import counter
 
 __all__ = ["BackgroundTaskManager", "TaskMetadata"]
 
-_log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 _POLL_S = 0.01
 _DROP_LOG_EVERY_S = 10.0
 
@@ -79,6 +79,8 @@ def _cancel(task: asyncio.Task[Any]) -> None:
 class BackgroundTaskManager:
     """Runs coroutines in the background and keeps track of them until they end.
 
+    ``async with BackgroundTaskManager() as m:`` calls ``m.shutdown()`` on exit.
+
     Args:
         default_shutdown_timeout (float): seconds ``shutdown()`` waits when called without a
             timeout (default 30.0).
@@ -110,6 +112,7 @@ class BackgroundTaskManager:
         self._lock = threading.Lock()
         self._last_drop_log = 0.0
         self._dropped_since_log = 0
+        self._shut_down = False
 
     # -- starting --------------------------------------------------------------------------------
     def create_task(
@@ -187,6 +190,7 @@ class BackgroundTaskManager:
         task = asyncio.get_running_loop().create_task(self._run(coro, meta), name=name)
         with self._lock:
             self._tasks[task] = meta
+            self._shut_down = False
         task.add_done_callback(lambda t: self._forget(t, coro))
         counter(METRIC.TASKS_CREATED).inc()
         return task
@@ -198,7 +202,7 @@ class BackgroundTaskManager:
                 return
             self._last_drop_log = now
             dropped, self._dropped_since_log = self._dropped_since_log, 0
-        _log.warning(
+        logger.warning(
             "background task %r dropped: %d tasks in flight (max_pending_tasks); %d dropped "
             "since the last warning",
             name,
@@ -215,7 +219,7 @@ class BackgroundTaskManager:
                     result = await coro
         except TimeoutError:
             counter(METRIC.TASKS_TIMED_OUT).inc()
-            _log.warning(
+            logger.warning(
                 "background task %r timed out after %ss (context=%r)",
                 meta.name,
                 meta.timeout,
@@ -224,7 +228,12 @@ class BackgroundTaskManager:
             raise
         except Exception:
             counter(METRIC.TASKS_FAILED).inc()
-            _log.exception("background task %r failed (context=%r)", meta.name, meta.context)
+            logger.error(
+                "Background task raised an exception: task %r failed (context=%r)",
+                meta.name,
+                meta.context,
+                exc_info=True,
+            )
             raise
         counter(METRIC.TASKS_COMPLETED).inc()
         return result
@@ -239,6 +248,11 @@ class BackgroundTaskManager:
             task.exception()  # retrieved: already logged by _run, no "never retrieved" noise
 
     # -- inspecting ------------------------------------------------------------------------------
+    @property
+    def pending_count(self) -> int:
+        """Tasks still running (the same number as ``get_task_count()``)."""
+        return self.get_task_count()
+
     def get_task_count(self) -> int:
         """Tasks still running.
 
@@ -302,7 +316,7 @@ class BackgroundTaskManager:
             while not all(t.done() for t in tasks):  # noqa: ASYNC110 - tasks may live on other loops
                 await anyio.sleep(_POLL_S)
         if scope.cancelled_caught:
-            _log.warning(
+            logger.warning(
                 "wait_for_all: %d background task(s) still running after %ss",
                 sum(1 for t in tasks if not t.done()),
                 timeout,
@@ -324,6 +338,12 @@ class BackgroundTaskManager:
                 results.append(task.result())
         return results
 
+    async def __aenter__(self) -> BackgroundTaskManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
     async def cancel_all(self) -> None:
         """Request cancellation of every tracked task; does not wait for them to end."""
         for task in self._snapshot():
@@ -339,7 +359,10 @@ class BackgroundTaskManager:
         Returns:
             ``{"status": "completed" | "timed_out", "initial_tasks": int, "completed_tasks":
             int, "remaining_tasks": int, "duration_seconds": float}``; ``completed_tasks``
-            counts the tasks that ended (cancelled or not) within the wait.
+            counts the tasks that ended (cancelled or not) within the wait. A call made when an
+            earlier one has started and no task has been started since returns at once
+            ``{"status": "already_shutdown", "tasks_remaining": int}`` (as 10xGraph's does;
+            ``tasks_remaining`` counts tasks the first call is still waiting for).
 
         Raises:
             ValidationError: ``VALIDATION_000`` for a bad ``timeout``.
@@ -351,6 +374,10 @@ class BackgroundTaskManager:
         )
         started = time.monotonic()
         tasks = [t for t in self._snapshot() if not t.done()]
+        with self._lock:
+            if self._shut_down:
+                return {"status": "already_shutdown", "tasks_remaining": len(tasks)}
+            self._shut_down = True
         for task in tasks:
             _cancel(task)
         with anyio.move_on_after(limit):
@@ -358,7 +385,9 @@ class BackgroundTaskManager:
                 await anyio.sleep(_POLL_S)
         remaining = sum(1 for t in tasks if not t.done())
         if remaining:
-            _log.warning("shutdown: %d background task(s) did not end within %ss", remaining, limit)
+            logger.warning(
+                "shutdown: %d background task(s) did not end within %ss", remaining, limit
+            )
         return {
             "status": "timed_out" if remaining else "completed",
             "initial_tasks": len(tasks),

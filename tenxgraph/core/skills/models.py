@@ -26,7 +26,13 @@ class SkillConfig(BaseModel):
         mode: ``"on-demand"``: the model loads a skill by calling the ``set_skill`` tool, which
             the agent adds to its tool node; ``"session"``: the skill named by the state field
             ``preload_from`` is sent as a system message on every call, without table or tool.
-        preload_from: the state field naming the session's skill (``mode="session"`` only).
+        preload_from: the state field naming the session's skill (``mode="session"`` only); an
+            identifier, surrounding spaces dropped.
+
+    Raises:
+        pydantic.ValidationError: an empty ``skills_dir`` or ``preload_from``, a
+            ``preload_from`` that is not an identifier, or ``mode="session"`` with a
+            ``skills_dir`` and no ``preload_from``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -37,17 +43,32 @@ class SkillConfig(BaseModel):
     mode: Literal["on-demand", "session"] = "on-demand"
     preload_from: str | None = None
 
-    @field_validator("skills_dir", "preload_from")
+    @field_validator("skills_dir")
     @classmethod
     def _not_empty(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must not be an empty string (pass None to leave it unset)")
         return value
 
+    @field_validator("preload_from")
+    @classmethod
+    def _state_field_name(cls, value: str | None) -> str | None:
+        # A state field name: surrounding spaces are dropped, the rest must be an identifier.
+        if value is None:
+            return None
+        value = value.strip()
+        if not value:
+            raise ValueError("preload_from must not be an empty string (pass None to unset it)")
+        if not value.isidentifier():
+            raise ValueError(f"preload_from must be a state field name, got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _session_needs_field(self) -> SkillConfig:
         if self.mode == "session" and self.skills_dir is not None and self.preload_from is None:
-            raise ValueError("mode='session' needs preload_from (the state field naming the skill)")
+            raise ValueError(
+                "preload_from must be set when mode='session' (the state field naming the skill)"
+            )
         return self
 
 

@@ -1,0 +1,1 @@
+"""Adapters between provider SDK objects and tenxgraph messages (``.llm``)."""
