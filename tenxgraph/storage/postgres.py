@@ -573,6 +573,7 @@ class PostgresStore:
         """
         for attempt in (0, 1):
             pool = await self._get_pool_translated()
+            watchdog: _AnswerWatchdog | None = None
             try:
                 # getconn/putconn rather than pool.connection(): the statement commits by
                 # itself (autocommit), so the context's extra commit() check is not needed;
