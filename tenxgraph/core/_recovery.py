@@ -16,8 +16,12 @@ process of :mod:`tenxgraph.worker`) does, until it is closed:
    (``status``, ``attempts``) records the attempt; of two workers racing for a run, the lease
    lets one through and the row's CAS would stop a second.
 3. **Poison.** A run found ``running`` at its claim was cut off (its worker died: SIGKILL,
-   OOM, power). That is counted in ``crashes``; at ``max_crashes`` (default 3) the run is
-   marked ``error`` with the last failure instead of being started again.
+   OOM, power). Each claim notes the thread's node count (``execution_meta.step``) in the
+   attempt's holder id; a cut-off attempt that checkpointed no node since its claim (no
+   progress) is counted in ``crashes``, one that made progress resets ``crashes`` to 0 (it was
+   a victim of its worker's death, not the cause). At ``max_crashes`` (default 3) cut-off
+   attempts in a row without progress the run is marked ``error`` with the last failure
+   instead of being started again.
 4. **Run.** ``ainvoke`` with the run's stored input and config, ``run_id`` the run's id, the
    lease holder the claim's (config key ``_lease_holder``: the runner's first read takes the
    lease it already holds, in the same round trip). A recovered run whose input is made of
@@ -30,7 +34,10 @@ process of :mod:`tenxgraph.worker`) does, until it is closed:
 5. **Record.** The final status (``completed``; ``interrupted`` for a pause, which waits for its
    resume; ``cancelled`` after ``astop``; ``error`` when a node raised) and the result, with a
    ``NOTIFY``. A retryable storage failure leaves the run ``running`` for the next claim
-   (counted as a crash). Closing the recovery cancels its attempts and puts their runs back to
+   (counted as a crash unless it made progress). Closing the recovery first stops taking runs
+   and lets the attempts in flight finish for up to ``grace_s`` seconds (their leases renewed
+   as usual, so a tool running in a worker thread ends and is recorded before anything else
+   can run the run); only the attempts still going after that are cancelled and put back to
    ``pending`` (not counted).
 """
 
@@ -68,6 +75,26 @@ log = logging.getLogger("tenxgraph.recovery")
 LISTEN_RETRY_S = 1.0
 #: Seconds given to putting a run back to ``pending`` while the recovery closes.
 SHUTDOWN_BUDGET_S = 5.0
+#: Default seconds a closing recovery lets its attempts in flight finish.
+DEFAULT_GRACE_S = 30.0
+#: The keyword options of :class:`Recovery` (``CompiledGraph.recovery`` checks against them).
+RECOVERY_OPTIONS = (
+    "concurrency",
+    "sweep_interval_s",
+    "max_crashes",
+    "worker_id",
+    "listen",
+    "listen_dsn",
+    "grace_s",
+)
+
+
+def _holder_step(holder: str) -> int | None:
+    """The thread's node count noted in an attempt's holder id (``run#attempt#sN#random``)."""
+    parts = holder.split("#")
+    if len(parts) == 4 and parts[2].startswith("s") and parts[2][1:].isdigit():
+        return int(parts[2][1:])
+    return None
 
 
 def _error_text(exc: BaseException) -> str:
@@ -95,6 +122,8 @@ class Recovery:
             releases (``False``: sweep only).
         listen_dsn: the DSN of that connection when the store's own goes through PgBouncer in
             transaction mode (``LISTEN`` needs a direct or session-mode connection).
+        grace_s: seconds a closing recovery lets its attempts in flight finish before it
+            cancels them and puts their runs back to ``pending`` (``>= 0``, default 30).
 
     Raises:
         ConfigError: ``CONFIG_001`` for a bad argument, or when the checkpointer has no
@@ -111,6 +140,7 @@ class Recovery:
         worker_id: str | None = None,
         listen: bool = True,
         listen_dsn: str | None = None,
+        grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         for name, value, low in (
             ("concurrency", concurrency, 1),
@@ -120,6 +150,15 @@ class Recovery:
                 raise ConfigError(
                     f"{name} must be an int >= {low}, not {value!r}", context={"key": name}
                 )
+        if (
+            not isinstance(grace_s, int | float)
+            or isinstance(grace_s, bool)
+            or not 0 <= grace_s < float("inf")
+        ):
+            raise ConfigError(
+                f"grace_s must be a finite number of seconds >= 0, not {grace_s!r}",
+                context={"key": "grace_s"},
+            )
         if not isinstance(sweep_interval_s, int | float) or not sweep_interval_s > 0:
             raise ConfigError(
                 f"sweep_interval_s must be a number of seconds > 0, not {sweep_interval_s!r}",
@@ -133,6 +172,7 @@ class Recovery:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.listen = listen
         self.listen_dsn = listen_dsn
+        self.grace_s = float(grace_s)
         #: counts of this process: ``started``, ``recovered``, ``completed``, ``interrupted``,
         #: ``cancelled``, ``error``, ``poisoned``, ``requeued``, ``sweeps``, ``notifications``
         self.stats: dict[str, int] = dict.fromkeys(
@@ -154,21 +194,45 @@ class Recovery:
         self._asked: dict[str, float] = {}  # run id -> monotonic time its live lease was asked
         self._wake = anyio.Event()
         self._tg: TaskGroup | None = None
+        self._intake = anyio.CancelScope()  # the sweep and listen loops: cancelled first
+        self._ended = anyio.Event()  # set each time an attempt ends
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
         await self.app.checkpointer._ensure_setup()  # noqa: SLF001 - the lazy setup of every call
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._sweep_loop)
-        if self.listen and callable(getattr(self.app.checkpointer.store, "run_listen", None)):
-            self._tg.start_soon(self._listen_loop)
+        self._intake = anyio.CancelScope()
+        self._tg.start_soon(self._intake_loops)
         return self
+
+    async def _intake_loops(self) -> None:
+        with self._intake:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._sweep_loop)
+                store = self.app.checkpointer.store
+                if self.listen and callable(getattr(store, "run_listen", None)):
+                    tg.start_soon(self._listen_loop)
 
     async def __aexit__(self, *exc: object) -> None:
         tg, self._tg = self._tg, None
         if tg is None:
             return
+        # Take no more runs; let the attempts in flight finish (a sync tool cannot be stopped
+        # in its thread: cancelling it would requeue a run whose side effect is still coming).
+        self._intake.cancel()
+        if self._busy and self.grace_s > 0:
+            with anyio.move_on_after(self.grace_s):
+                while self._busy:
+                    self._ended = anyio.Event()
+                    await self._ended.wait()
+            if self._busy:
+                log.warning(
+                    "%d background run(s) still running after grace_s=%s; putting them back "
+                    "to pending",
+                    len(self._busy),
+                    self.grace_s,
+                )
         tg.cancel_scope.cancel()
         await tg.__aexit__(None, None, None)
 
@@ -280,7 +344,8 @@ class Recovery:
     async def _claim(self, rec: RunRecord) -> RunRecord | None:
         cp = self.app.checkpointer
         key = ThreadKey(rec.thread_id, rec.owner)
-        holder = f"{rec.run_id}#{rec.attempts + 1}#{uuid.uuid4().hex[:8]}"
+        step = await self._thread_step(rec)
+        holder = f"{rec.run_id}#{rec.attempts + 1}#s{step}#{uuid.uuid4().hex[:8]}"
         store: Any = cp.store
         try:
             grant = await store.lease_acquire(
@@ -294,12 +359,17 @@ class Recovery:
         if grant.fence is None:
             return None  # a live holder: running elsewhere, or another run of the thread
         crashed = rec.status == "running"
-        crashes = rec.crashes + 1 if crashed else rec.crashes
+        crashes = rec.crashes
+        if crashed:
+            before = _holder_step(rec.holder)
+            # A cut-off attempt that checkpointed a node made progress: its worker's death
+            # (a neighbour's poison, a random kill) was not its doing.
+            crashes = 0 if before is not None and step > before else rec.crashes + 1
         now = time.time()
         if crashed and crashes >= self.max_crashes:
             reason = (
                 f"poison run: its worker ({rec.worker or 'unknown'}) was cut off {crashes} "
-                f"times in a row while running it (max_crashes={self.max_crashes}); last "
+                f"times in a row while running it, without progress (max_crashes={self.max_crashes}); last "
                 f"failure: {rec.last_error or 'the worker died (its lease lapsed)'}"
             )
             if await self._finish(
@@ -348,6 +418,12 @@ class Recovery:
         self._tg.start_soon(self._execute, claimed, crashed)
         return claimed
 
+    async def _thread_step(self, rec: RunRecord) -> int:
+        """The node count of ``rec``'s thread (0 before its first checkpoint)."""
+        cfg = _runs.decode_config(rec.config)
+        state = await self.app.aget_state({"thread_id": rec.thread_id, **cfg})
+        return 0 if state is None else int(state.execution_meta.step)
+
     # -- running ---------------------------------------------------------------------------------
     async def _execute(self, rec: RunRecord, crashed: bool) -> None:
         try:
@@ -362,6 +438,7 @@ class Recovery:
                 await self._attempt(rec, crashed)
         finally:
             self._busy.discard(rec.thread_id)
+            self._ended.set()
             self.wake()  # a slot is free
 
     async def _attempt(self, rec: RunRecord, crashed: bool) -> None:

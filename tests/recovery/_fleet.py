@@ -24,6 +24,7 @@ class Fleet:
         hang: the ``RECOVERY_HANG`` value.
         concurrency: each worker's ``--concurrency``.
         sweep_s: each worker's ``--sweep-interval``.
+        grace_s: each worker's ``--grace-s`` (short: most tests' runs hang on purpose).
     """
 
     def __init__(
@@ -36,6 +37,7 @@ class Fleet:
         node_s: float = 0.0,
         max_crashes: int = 3,
         config: Path | None = None,
+        grace_s: float = 2.0,
     ) -> None:
         self.tmp = tmp
         self.events = tmp / "events.txt"
@@ -47,6 +49,7 @@ class Fleet:
         self.node_s = node_s
         self.max_crashes = max_crashes
         self.config = config
+        self.grace_s = grace_s
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
 
@@ -84,6 +87,8 @@ class Fleet:
                     name,
                     "--max-crashes",
                     str(self.max_crashes),
+                    "--grace-s",
+                    str(self.grace_s),
                 ],
                 env=self.env(),
                 stdout=subprocess.DEVNULL,
