@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from tenxgraph.core import _runner, _timetravel
 from tenxgraph.core._portal import iterate_sync, run_sync
 from tenxgraph.core.config import normalize_config
-from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
+from tenxgraph.core.exceptions import ConfigError, ResourceNotFoundError, TenxGraphError
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
@@ -495,6 +495,8 @@ class CompiledGraph(Generic[StateT]):
             RunJoinTimeoutError: ``RUN_JOIN_TIMEOUT_001`` when ``timeout`` passed first (the
                 run goes on).
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when there is no such run.
+            ConfigError: ``CONFIG_001`` when ``timeout`` is not ``None`` or a finite number
+                >= 0.
         """
         from tenxgraph.core import runs as _runs
 
@@ -515,8 +517,14 @@ class CompiledGraph(Generic[StateT]):
             ConfigError: ``CONFIG_001`` for a bad option or a checkpointer without a built-in
                 store.
         """
-        from tenxgraph.core._recovery import Recovery
+        from tenxgraph.core._recovery import RECOVERY_OPTIONS, Recovery
+        from tenxgraph.core.exceptions import UnsupportedArgumentError, check_arguments
 
+        try:
+            unknown = {k: v for k, v in options.items() if k not in RECOVERY_OPTIONS}
+            check_arguments("recovery", unknown, RECOVERY_OPTIONS)
+        except UnsupportedArgumentError as exc:
+            raise ConfigError(exc.message, context=dict(exc.context)) from None
         return Recovery(self, **options)
 
     # -- state access (beyond 10xGraph) ----------------------------------------------------------
