@@ -25,6 +25,7 @@ class Fleet:
         concurrency: each worker's ``--concurrency``.
         sweep_s: each worker's ``--sweep-interval``.
         grace_s: each worker's ``--grace-s`` (short: most tests' runs hang on purpose).
+        poison: the ``RECOVERY_POISON`` value (a thread whose run kills its worker).
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class Fleet:
         max_crashes: int = 3,
         config: Path | None = None,
         grace_s: float = 2.0,
+        poison: str = "",
     ) -> None:
         self.tmp = tmp
         self.events = tmp / "events.txt"
@@ -50,6 +52,7 @@ class Fleet:
         self.max_crashes = max_crashes
         self.config = config
         self.grace_s = grace_s
+        self.poison = poison
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
 
@@ -62,6 +65,7 @@ class Fleet:
             RECOVERY_EFFECTS=str(self.effects),
             RECOVERY_HANG=self.hang,
             RECOVERY_NODE_S=str(self.node_s),
+            RECOVERY_POISON=self.poison,
         )
 
     def start(self, name: str, wait: bool = True) -> subprocess.Popen[bytes]:

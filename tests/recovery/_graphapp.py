@@ -10,6 +10,8 @@ _graphapp:app``), configured by environment variables:
   execution of each thread at that point logs ``hang`` and sleeps 60 s (the test SIGKILLs it);
   ``crash``: every execution of ``plan`` kills its own process (a poison run); ``slowtool``: the
   first execution of the first tool call of each thread logs ``hang`` and takes 2 s;
+* ``RECOVERY_POISON``: a thread id whose ``plan`` ends its own process (``os._exit``) every
+  time, while the other threads run normally;
 * ``RECOVERY_NODE_S``: seconds ``plan`` waits (a model call stand-in; default 0).
 
 ``plan -> tools -> answer -> END``: ``plan`` asks for two tool calls (``<thread>:a``,
@@ -79,6 +81,9 @@ async def plan(state: AgentState, config: dict[str, Any]) -> Message:
     if os.environ.get("RECOVERY_HANG") == "crash":
         _event("hang", "crash", tid)
         os.kill(os.getpid(), signal.SIGKILL)
+    if tid == os.environ.get("RECOVERY_POISON"):
+        _event("hang", "poison", tid)
+        os._exit(70)  # this run kills its worker, whatever else is in flight there
     if _hang_here("plan", tid):
         await asyncio.sleep(60)
     await asyncio.sleep(float(os.environ.get("RECOVERY_NODE_S", "0")))

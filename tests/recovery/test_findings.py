@@ -135,3 +135,45 @@ async def test_worker_db_keeps_the_graphs_lease_timing(
         assert str(app.checkpointer.db_path).endswith("other.sqlite")
     finally:
         await app.aclose()
+
+
+async def _cut_off(app: Any, tid: str, case: str) -> str:
+    """A run left ``running`` by a dead worker after 2 counted crashes. Its last attempt made
+    progress (``progress``: a node checkpointed since its claim), or not, alone in its worker
+    (``alone``) or beside other runs (``shared``)."""
+    import dataclasses
+    import time
+
+    await app.ainvoke(_msg("earlier turn"), {"thread_id": tid})  # the thread's step is 2
+    state = await app.aget_state({"thread_id": tid})
+    step = state.execution_meta.step
+    run = await app.asubmit(_msg("hi"), {"thread_id": tid})
+    store = app.checkpointer.store
+    (rec,) = [r for r in await store.run_list("", thread_id=tid) if r.run_id == run.run_id]
+    note = {"progress": f"s{step - 1}.0a", "alone": f"s{step}.0a", "shared": f"s{step}.1"}[case]
+    dead = dataclasses.replace(
+        rec,
+        status="running",
+        attempts=3,
+        crashes=2,
+        holder=f"{rec.run_id}#3#{note}#dead0000",
+        worker="dead-worker",
+        updated_at=time.time() - 100,
+    )
+    assert await store.run_update(dead, expect_status="pending", expect_attempts=0)
+    return run.run_id
+
+
+@pytest.mark.parametrize("case", ["progress", "alone", "shared"])
+async def test_poison_counts_only_attributable_attempts_without_progress(case: str) -> None:
+    app = _graph(InMemoryCheckpointer())
+    run_id = await _cut_off(app, "t", case)
+    async with app.recovery(sweep_interval_s=0.02, max_crashes=3, concurrency=2):
+        info = await app.ajoin({"thread_id": "t"}, run_id, timeout=20)
+    if case == "alone":  # a third death in a row without progress, nothing else in flight
+        assert info.status == "error" and "poison run" in info.last_error
+    else:  # a victim of its worker's death: finished, never poisoned
+        assert info.status == "completed"
+    (row,) = [r for r in await app.checkpointer.store.run_list("") if r.run_id == run_id]
+    if case == "shared":
+        assert row.holder.split("#")[2].endswith("a")  # it was run alone
