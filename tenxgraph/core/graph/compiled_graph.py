@@ -439,7 +439,8 @@ class CompiledGraph(Generic[StateT]):
         Args:
             input_data: as for :meth:`ainvoke` (JSON-encodable; messages keep their ids).
             config: as for :meth:`ainvoke`; a ``run_id`` given here makes the submit
-                idempotent (the same id returns the recorded run). ``multitask_strategy`` is
+                idempotent (the same id and input return the recorded run; run ids name a run
+                within its thread). ``multitask_strategy`` is
                 not kept: a thread's background runs run one at a time, in submission order.
 
         Returns:
@@ -448,7 +449,9 @@ class CompiledGraph(Generic[StateT]):
         Raises:
             ConfigError: ``CONFIG_001`` for a bad config, or a checkpointer without a built-in
                 store; before anything is written.
-            ValidationError: ``VALIDATION_000`` for an input that is not JSON-encodable.
+            ValidationError: ``VALIDATION_000`` for an input ``ainvoke`` would refuse or that
+                is not JSON-encodable, or a known ``run_id`` with a different input
+                (``context["reason"] == "conflict"``).
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         from tenxgraph.core import runs as _runs
@@ -511,7 +514,7 @@ class CompiledGraph(Generic[StateT]):
         process runs submitted runs and finishes cut-off ones (``async with
         app.recovery(concurrency=4): ...``). Options: see
         :class:`tenxgraph.core._recovery.Recovery` (``concurrency``, ``sweep_interval_s``,
-        ``max_crashes``, ``worker_id``, ``listen``, ``listen_dsn``).
+        ``max_crashes``, ``worker_id``, ``listen``, ``listen_dsn``, ``grace_s``).
 
         Raises:
             ConfigError: ``CONFIG_001`` for a bad option or a checkpointer without a built-in
