@@ -15,7 +15,9 @@ from typing import Any
 
 from tenxgraph.cli._common import (
     DEFAULT_TIMEOUT_S,
+    EXIT_MISMATCH,
     EXIT_OK,
+    CliError,
     StoreSpec,
     _add_store_args,
     _open,
@@ -72,6 +74,7 @@ def _spec(args: argparse.Namespace) -> StoreSpec:
 
 async def cmd_runs(args: argparse.Namespace) -> int:
     """Run ``tenxgraph runs list`` / ``retry``; returns the exit code."""
+    from tenxgraph.core.exceptions import ResourceNotFoundError
     from tenxgraph.core.runs import retry_run
     from tenxgraph.records import ThreadKey
 
@@ -80,7 +83,11 @@ async def cmd_runs(args: argparse.Namespace) -> int:
         store: Any = cp.store
         if args.action == "retry":
             user = args.user if cp.enforce_user_isolation else "*"
-            rec = await retry_run(store, ThreadKey(args.thread, user), args.run_id)
+            try:
+                rec = await retry_run(store, ThreadKey(args.thread, user), args.run_id)
+            except ResourceNotFoundError as exc:
+                # Exit 1 like `threads show` for a missing thread: not found for this user.
+                raise CliError(exc.message, EXIT_MISMATCH) from None
             print(f"run {rec.run_id} is pending again (attempts so far: {rec.attempts})")
             return EXIT_OK
         owner = "" if args.all_users else (args.user if cp.enforce_user_isolation else "*")

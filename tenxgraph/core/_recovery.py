@@ -16,8 +16,18 @@ process of :mod:`tenxgraph.worker`) does, until it is closed:
    (``status``, ``attempts``) records the attempt; of two workers racing for a run, the lease
    lets one through and the row's CAS would stop a second.
 3. **Poison.** A run found ``running`` at its claim was cut off (its worker died: SIGKILL,
-   OOM, power). That is counted in ``crashes``; at ``max_crashes`` (default 3) the run is
-   marked ``error`` with the last failure instead of being started again.
+   OOM, power). Each claim notes in the attempt's holder id the thread's node count
+   (``execution_meta.step``) and whether the attempt runs alone in its worker. At the next
+   claim, a cut-off attempt that checkpointed a node since its claim made progress: ``crashes``
+   goes back to 0 (its worker's death was not its doing). One without progress that ran alone
+   is counted in ``crashes``. One without progress that shared its dead worker with other runs
+   is not counted (the culprit is unknown); after two such deaths in a row the run runs alone
+   until it makes progress (its worker takes no other run meanwhile; it is claimed by a worker
+   with nothing in flight, and after waiting ``ALONE_DRAIN_AFTER_S`` (10 s) a busy worker
+   stops taking new runs until it is idle), so that a death is attributed. At
+   ``max_crashes`` (default 3) counted crashes in a row the run is marked ``error`` with the
+   last failure instead of being started again. A run that makes progress at every attempt is
+   never marked.
 4. **Run.** ``ainvoke`` with the run's stored input and config, ``run_id`` the run's id, the
    lease holder the claim's (config key ``_lease_holder``: the runner's first read takes the
    lease it already holds, in the same round trip). A recovered run whose input is made of
@@ -30,7 +40,10 @@ process of :mod:`tenxgraph.worker`) does, until it is closed:
 5. **Record.** The final status (``completed``; ``interrupted`` for a pause, which waits for its
    resume; ``cancelled`` after ``astop``; ``error`` when a node raised) and the result, with a
    ``NOTIFY``. A retryable storage failure leaves the run ``running`` for the next claim
-   (counted as a crash). Closing the recovery cancels its attempts and puts their runs back to
+   (counted as a crash unless it made progress). Closing the recovery first stops taking runs
+   and lets the attempts in flight finish for up to ``grace_s`` seconds (their leases renewed
+   as usual, so a tool running in a worker thread ends and is recorded before anything else
+   can run the run); only the attempts still going after that are cancelled and put back to
    ``pending`` (not counted).
 """
 
@@ -68,6 +81,40 @@ log = logging.getLogger("tenxgraph.recovery")
 LISTEN_RETRY_S = 1.0
 #: Seconds given to putting a run back to ``pending`` while the recovery closes.
 SHUTDOWN_BUDGET_S = 5.0
+#: Cut-off attempts in a row without progress, beside other runs, after which a run runs
+#: alone (a random kill rarely hits the same run twice in a row before its first node ends).
+SHARED_DEATHS_TO_ISOLATE = 2
+#: Seconds a run to be run alone waits for an idle worker before a busy worker stops taking
+#: new runs to become idle for it.
+ALONE_DRAIN_AFTER_S = 10.0
+#: Default seconds a closing recovery lets its attempts in flight finish.
+DEFAULT_GRACE_S = 30.0
+#: The keyword options of :class:`Recovery` (``CompiledGraph.recovery`` checks against them).
+RECOVERY_OPTIONS = (
+    "concurrency",
+    "sweep_interval_s",
+    "max_crashes",
+    "worker_id",
+    "listen",
+    "listen_dsn",
+    "grace_s",
+)
+
+
+def _holder_note(holder: str) -> tuple[int | None, int, bool]:
+    """What a claim noted in its attempt's holder id (``run#attempt#sN.U[a]#random``): the
+    thread's node count ``N`` at the claim (``None`` when not noted), the run's cut-off
+    attempts in a row before it that were not counted (``U``: without progress, beside other
+    runs), and whether the attempt ran alone in its worker (``a``; ``True`` when not noted:
+    such a death is counted)."""
+    parts = holder.split("#")
+    if len(parts) == 4 and parts[2].startswith("s"):
+        note = parts[2][1:]
+        alone = note.endswith("a")
+        step, _, shared = (note[:-1] if alone else note).partition(".")
+        if step.isdigit() and shared.isdigit():
+            return int(step), int(shared), alone
+    return None, 0, True
 
 
 def _error_text(exc: BaseException) -> str:
@@ -95,6 +142,8 @@ class Recovery:
             releases (``False``: sweep only).
         listen_dsn: the DSN of that connection when the store's own goes through PgBouncer in
             transaction mode (``LISTEN`` needs a direct or session-mode connection).
+        grace_s: seconds a closing recovery lets its attempts in flight finish before it
+            cancels them and puts their runs back to ``pending`` (``>= 0``, default 30).
 
     Raises:
         ConfigError: ``CONFIG_001`` for a bad argument, or when the checkpointer has no
@@ -111,6 +160,7 @@ class Recovery:
         worker_id: str | None = None,
         listen: bool = True,
         listen_dsn: str | None = None,
+        grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
         for name, value, low in (
             ("concurrency", concurrency, 1),
@@ -120,6 +170,15 @@ class Recovery:
                 raise ConfigError(
                     f"{name} must be an int >= {low}, not {value!r}", context={"key": name}
                 )
+        if (
+            not isinstance(grace_s, int | float)
+            or isinstance(grace_s, bool)
+            or not 0 <= grace_s < float("inf")
+        ):
+            raise ConfigError(
+                f"grace_s must be a finite number of seconds >= 0, not {grace_s!r}",
+                context={"key": "grace_s"},
+            )
         if not isinstance(sweep_interval_s, int | float) or not sweep_interval_s > 0:
             raise ConfigError(
                 f"sweep_interval_s must be a number of seconds > 0, not {sweep_interval_s!r}",
@@ -133,6 +192,7 @@ class Recovery:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.listen = listen
         self.listen_dsn = listen_dsn
+        self.grace_s = float(grace_s)
         #: counts of this process: ``started``, ``recovered``, ``completed``, ``interrupted``,
         #: ``cancelled``, ``error``, ``poisoned``, ``requeued``, ``sweeps``, ``notifications``
         self.stats: dict[str, int] = dict.fromkeys(
@@ -151,24 +211,50 @@ class Recovery:
             0,
         )
         self._busy: set[str] = set()  # thread ids with an attempt in this process
+        self._alone: str | None = None  # the thread whose run runs alone here, if any
+        self._want_alone = False  # a run waits to run alone: take nothing new until idle
         self._asked: dict[str, float] = {}  # run id -> monotonic time its live lease was asked
         self._wake = anyio.Event()
         self._tg: TaskGroup | None = None
+        self._intake = anyio.CancelScope()  # the sweep and listen loops: cancelled first
+        self._ended = anyio.Event()  # set each time an attempt ends
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
         await self.app.checkpointer._ensure_setup()  # noqa: SLF001 - the lazy setup of every call
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._sweep_loop)
-        if self.listen and callable(getattr(self.app.checkpointer.store, "run_listen", None)):
-            self._tg.start_soon(self._listen_loop)
+        self._intake = anyio.CancelScope()
+        self._tg.start_soon(self._intake_loops)
         return self
+
+    async def _intake_loops(self) -> None:
+        with self._intake:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._sweep_loop)
+                store = self.app.checkpointer.store
+                if self.listen and callable(getattr(store, "run_listen", None)):
+                    tg.start_soon(self._listen_loop)
 
     async def __aexit__(self, *exc: object) -> None:
         tg, self._tg = self._tg, None
         if tg is None:
             return
+        # Take no more runs; let the attempts in flight finish (a sync tool cannot be stopped
+        # in its thread: cancelling it would requeue a run whose side effect is still coming).
+        self._intake.cancel()
+        if self._busy and self.grace_s > 0:
+            with anyio.move_on_after(self.grace_s):
+                while self._busy:
+                    self._ended = anyio.Event()
+                    await self._ended.wait()
+            if self._busy:
+                log.warning(
+                    "%d background run(s) still running after grace_s=%s; putting them back "
+                    "to pending",
+                    len(self._busy),
+                    self.grace_s,
+                )
         tg.cancel_scope.cancel()
         await tg.__aexit__(None, None, None)
 
@@ -216,6 +302,9 @@ class Recovery:
             How many runs this pass started.
         """
         self.stats["sweeps"] += 1
+        if self._alone is not None or (self._want_alone and self._busy):
+            return 0  # a run runs alone here, or waits for this worker to be idle
+        self._want_alone = False
         free = self.concurrency - len(self._busy)
         if free <= 0:
             return 0
@@ -280,7 +369,30 @@ class Recovery:
     async def _claim(self, rec: RunRecord) -> RunRecord | None:
         cp = self.app.checkpointer
         key = ThreadKey(rec.thread_id, rec.owner)
-        holder = f"{rec.run_id}#{rec.attempts + 1}#{uuid.uuid4().hex[:8]}"
+        step = await self._thread_step(rec)
+        crashed = rec.status == "running"
+        crashes = rec.crashes
+        alone_needed = False
+        shared = 0
+        if crashed:
+            before, shared_before, was_alone = _holder_note(rec.holder)
+            if before is not None and step > before:
+                # The cut-off attempt checkpointed a node: it made progress, and its worker's
+                # death (a neighbour's poison, a random kill) was not its doing.
+                crashes = 0
+            elif was_alone:
+                # No progress and nothing else in flight: its own death. Still suspect: alone.
+                crashes = rec.crashes + 1
+                alone_needed = self.concurrency > 1
+            else:
+                # No progress, but other runs were in flight on the dead worker: the death is
+                # not attributable, and not counted. The second such death in a row makes the
+                # run suspect: it runs alone until it makes progress.
+                shared = shared_before + 1
+                alone_needed = self.concurrency > 1 and shared >= SHARED_DEATHS_TO_ISOLATE
+        alone = self.concurrency == 1 or alone_needed
+        note = f"s{step}.{shared}{'a' if alone else ''}"
+        holder = f"{rec.run_id}#{rec.attempts + 1}#{note}#{uuid.uuid4().hex[:8]}"
         store: Any = cp.store
         try:
             grant = await store.lease_acquire(
@@ -293,13 +405,11 @@ class Recovery:
             return None
         if grant.fence is None:
             return None  # a live holder: running elsewhere, or another run of the thread
-        crashed = rec.status == "running"
-        crashes = rec.crashes + 1 if crashed else rec.crashes
         now = time.time()
         if crashed and crashes >= self.max_crashes:
             reason = (
                 f"poison run: its worker ({rec.worker or 'unknown'}) was cut off {crashes} "
-                f"times in a row while running it (max_crashes={self.max_crashes}); last "
+                f"times in a row while running it, without progress (max_crashes={self.max_crashes}); last "
                 f"failure: {rec.last_error or 'the worker died (its lease lapsed)'}"
             )
             if await self._finish(
@@ -310,6 +420,16 @@ class Recovery:
                 log.error("background run %s marked error after %d crashes", rec.run_id, crashes)
             await store.lease_release(key, holder, grant.fence)
             return None
+        # Reserve the slot (no await between the checks and the reservation): a run to be run
+        # alone waits until nothing else is in flight here, and then nothing else starts.
+        if self._alone is not None or (alone_needed and self._busy):
+            if alone_needed and now - rec.updated_at > ALONE_DRAIN_AFTER_S:
+                self._want_alone = True  # waited long enough: take nothing new until idle
+            await store.lease_release(key, holder, grant.fence)
+            return None
+        if alone_needed:
+            self._alone = rec.thread_id
+        self._busy.add(rec.thread_id)
         status = "running"
         if crashed and await store.get_stop(key, since=rec.created_at):
             status = "cancelled"  # stopped while cut off: honoured before starting again
@@ -334,6 +454,7 @@ class Recovery:
             notify=status == "cancelled",
         )
         if not moved or status == "cancelled":
+            self._release_slot(rec.thread_id)
             await store.lease_release(key, holder, grant.fence)
             if moved:
                 self.stats["cancelled"] += 1
@@ -343,10 +464,20 @@ class Recovery:
             self.stats["recovered"] += 1
             counter(METRIC.RUNS_RECOVERED).add(1)
             histogram(METRIC.RECOVERY_DELAY).record(max(0.0, now - rec.updated_at))
-        self._busy.add(rec.thread_id)
         assert self._tg is not None
         self._tg.start_soon(self._execute, claimed, crashed)
         return claimed
+
+    def _release_slot(self, thread_id: str) -> None:
+        self._busy.discard(thread_id)
+        if self._alone == thread_id:
+            self._alone = None
+
+    async def _thread_step(self, rec: RunRecord) -> int:
+        """The node count of ``rec``'s thread (0 before its first checkpoint)."""
+        cfg = _runs.decode_config(rec.config)
+        state = await self.app.aget_state({"thread_id": rec.thread_id, **cfg})
+        return 0 if state is None else int(state.execution_meta.step)
 
     # -- running ---------------------------------------------------------------------------------
     async def _execute(self, rec: RunRecord, crashed: bool) -> None:
@@ -361,7 +492,8 @@ class Recovery:
             ):
                 await self._attempt(rec, crashed)
         finally:
-            self._busy.discard(rec.thread_id)
+            self._release_slot(rec.thread_id)
+            self._ended.set()
             self.wake()  # a slot is free
 
     async def _attempt(self, rec: RunRecord, crashed: bool) -> None:

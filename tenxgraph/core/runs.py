@@ -14,8 +14,10 @@ Decisions:
 * The config keeps its JSON-able keys; the runtime's own (``_checkpoint_version``, ...) and
   ``multitask_strategy`` are dropped: the worker runs each submitted run under the thread's
   run lease, one run of a thread at a time, in submission order.
-* A ``run_id`` given in the config makes the submit idempotent: submitting the same id again
-  returns the recorded run (whatever the new input).
+* A ``run_id`` given in the config makes the submit idempotent: submitting the same id with
+  the same input again (messages compared without their generated ids and timestamps) returns
+  the recorded run; the same id with a different input is refused (``VALIDATION_000``,
+  ``context["reason"] == "conflict"``).
 * The result kept is the ``LOW`` one (``messages``, and ``interrupted`` / ``interrupt`` for a
   paused run); a run recovered after a crash reports the whole turn's answer when its input was
   made of messages alone (the idempotent-turn path), else the messages of the attempt that
@@ -25,6 +27,7 @@ Decisions:
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -37,8 +40,8 @@ from tenxgraph.core.exceptions import (
     ConfigError,
     ResourceNotFoundError,
     RunJoinTimeoutError,
-    StorageError,
     ValidationError,
+    forbidden,
 )
 from tenxgraph.core.state import Message
 from tenxgraph.run_records import FINAL_STATUSES, RunRecord
@@ -146,27 +149,18 @@ def _encode(value: Any, what: str) -> bytes:
         ) from None
 
 
-def _encode_input(input_data: dict[str, Any] | None) -> bytes:
+def _encode_input(input_data: dict[str, Any] | None, state_cls: type[Any]) -> bytes:
+    from tenxgraph.core._runner import parse_input
+
+    # The run's own validation, before anything is written: what ainvoke refuses is refused.
+    parse_input(input_data, state_cls)
     if input_data is None:
         return b"null"
-    if not isinstance(input_data, dict):
-        raise ValidationError(
-            f"the input of a run must be a dict or None, not {type(input_data).__name__}",
-            context={"field": "input", "reason": "not a dict"},
-        )
     data = dict(input_data)
     if "messages" in data:
-        msgs = data["messages"]
-        if not isinstance(msgs, list):
-            raise ValidationError(
-                "input['messages'] must be a list of messages",
-                context={"field": "messages", "reason": "not a list"},
-            )
         # Fixed here, with their ids, so every attempt sends the same messages.
-        data["messages"] = [
-            (m if isinstance(m, Message) else Message.model_validate(m)).model_dump(mode="json")
-            for m in msgs
-        ]
+        msgs = parse_input({"messages": data["messages"]}, state_cls)[0]
+        data["messages"] = [m.model_dump(mode="json") for m in msgs]
     return _encode(data, "input")
 
 
@@ -229,7 +223,7 @@ async def asubmit(
         thread_id=rc.thread_id,
         owner=key.user_id,
         status="pending",
-        input=_encode_input(input_data),
+        input=_encode_input(input_data, app.state_class),
         config=_encode(stored_cfg, "config"),
         created_at=now,
         updated_at=now,
@@ -240,7 +234,28 @@ async def asubmit(
         stored = await store.run_insert(key, record)
     if stored is record:
         counter(METRIC.RUNS_SUBMITTED, "{run}", "background runs submitted").add(1)
+    elif _same_request(stored.input) != _same_request(record.input):
+        raise ValidationError(
+            f"run id {rc.run_id!r} is already a background run of thread {rc.thread_id!r} "
+            "with a different input; submit the same input again (idempotent) or use a new "
+            "run id",
+            context={"field": "run_id", "reason": "conflict", "run_id": rc.run_id},
+        )
     return _info(stored)
+
+
+def _same_request(raw: bytes) -> Any:
+    """A stored input without what differs between two submits of the same request (the
+    generated ``message_id`` and ``timestamp`` of each message)."""
+    data = orjson.loads(raw)
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        data["messages"] = [
+            {k: v for k, v in m.items() if k not in ("message_id", "timestamp")}
+            if isinstance(m, dict)
+            else m
+            for m in data["messages"]
+        ]
+    return data
 
 
 async def aget_run(app: CompiledGraph[Any], config: dict[str, Any], run_id: str) -> RunInfo:
@@ -259,6 +274,18 @@ async def aget_run(app: CompiledGraph[Any], config: dict[str, Any], run_id: str)
     return _info(found)
 
 
+def _check_timeout(timeout: object) -> None:
+    """Refuse a join timeout that is not ``None`` or a finite number of seconds >= 0."""
+    if timeout is None:
+        return
+    ok = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if not ok or not math.isfinite(float(cast("float", timeout))) or cast("float", timeout) < 0:
+        raise ConfigError(
+            f"timeout must be None or a finite number of seconds >= 0, not {timeout!r}",
+            context={"key": "timeout"},
+        )
+
+
 async def ajoin(
     app: CompiledGraph[Any],
     config: dict[str, Any],
@@ -266,6 +293,7 @@ async def ajoin(
     timeout: float | None,  # noqa: ASYNC109 - the documented API (CompiledGraph.ajoin)
 ) -> RunInfo:
     """Wait for a background run to reach a final status; see ``CompiledGraph.ajoin``."""
+    _check_timeout(timeout)
     info = await aget_run(app, config, run_id)
     deadline = None if timeout is None else time.monotonic() + float(timeout)
     pause = JOIN_POLL_MIN_S
@@ -304,10 +332,16 @@ async def cancel(app: CompiledGraph[Any], config: dict[str, Any]) -> RunInfo | N
         return None
     try:
         info = await aget_run(app, config, str(run_id))
-    except (ResourceNotFoundError, ConfigError):
+    except ConfigError:
         return None
-    except StorageError:
-        raise
+    except ResourceNotFoundError:
+        # Not this user's: refuse, like any write on another user's thread, when another
+        # user's background runs hold the thread (it may have no checkpoint yet).
+        key = app.checkpointer._key(dict(config))  # noqa: SLF001
+        others = await run_store(app).run_list("", thread_id=key.thread_id, limit=1)
+        if app.checkpointer.enforce_user_isolation and any(r.owner != key.user_id for r in others):
+            raise forbidden(key.thread_id) from None
+        return None
     store = run_store(app)
     for _ in range(8):
         if info.status != "pending":
@@ -329,7 +363,7 @@ async def cancel(app: CompiledGraph[Any], config: dict[str, Any]) -> RunInfo | N
 
 async def retry_run(store: RunStore, key: ThreadKey, run_id: str) -> RunRecord:
     """Put a run that ended ``error`` or ``cancelled`` back to ``pending`` (``crashes`` reset,
-    ``last_error`` kept until the next attempt ends); a worker picks it up. ``tenxgraph runs
+    ``last_error`` cleared: the earlier failure is not this attempt's); a worker picks it up. ``tenxgraph runs
     retry`` calls this.
 
     Args:
@@ -357,7 +391,7 @@ async def retry_run(store: RunStore, key: ThreadKey, run_id: str) -> RunRecord:
             context={"field": "status", "reason": cur.status},
         )
     back = dataclasses.replace(
-        cur, status="pending", crashes=0, output=None, updated_at=time.time()
+        cur, status="pending", crashes=0, output=None, last_error="", updated_at=time.time()
     )
     if not await store.run_update(
         back, expect_status=cur.status, expect_attempts=cur.attempts, notify=True

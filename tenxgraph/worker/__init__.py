@@ -3,10 +3,14 @@ ones, until SIGTERM or SIGINT.
 
 It sits above ``tenxgraph.core`` (nothing below imports it): it loads a graph (``--config
 10xgraph.json`` through :mod:`tenxgraph.appconfig`, or ``--graph module:attr``), optionally
-points it at another store (``--dsn``, ``--redis-url``), and enters the graph's recovery loop
-(:class:`tenxgraph.core._recovery.Recovery`) with ``--concurrency`` slots. On SIGTERM / SIGINT
-it stops taking runs, cancels the attempts in flight (each goes back to ``pending``, not
-counted as a crash) and exits 0. The user's view: docs/how-to/background-runs.md.
+runs it on the graph's own checkpointer, or, with ``--dsn`` (Postgres) or ``--db`` (SQLite), on
+a checkpointer built from the options (``--schema``, ``--redis-url``, ``--redis-prefix``,
+``--lease-ttl-s``; the lease timing and user isolation not given are the graph's checkpointer's),
+and enters the graph's recovery loop (:class:`tenxgraph.core._recovery.Recovery`) with
+``--concurrency`` slots. On SIGTERM / SIGINT it stops taking runs, lets the attempts in flight
+finish for up to ``--grace-s`` seconds, cancels those still going (each goes back to
+``pending``, not counted as a crash) and exits 0. The user's view:
+docs/how-to/background-runs.md.
 """
 
 from __future__ import annotations
@@ -39,15 +43,34 @@ def add_worker_parser(sub: Any) -> argparse.ArgumentParser:
         "worker",
         help="run submitted background runs and recover cut-off ones",
         description="A long-running process that runs the runs submitted with app.asubmit() "
-        "and finishes runs cut off by a crash, exactly once across workers. Stops on "
-        "SIGTERM / SIGINT (runs in flight go back to pending).",
+        "and finishes runs cut off by a crash, exactly once across workers. It uses the graph's "
+        "own checkpointer unless --dsn or --db names another store. Stops on SIGTERM / SIGINT: "
+        "runs in flight may finish for --grace-s seconds, those still going go back to pending.",
     )
     src = w.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="deployment config file (10xgraph.json / agentflow.json)")
     src.add_argument("--graph", help="the compiled graph as module:attr")
-    w.add_argument("--dsn", help="PostgreSQL DSN replacing the graph's checkpointer")
+    store = w.add_mutually_exclusive_group()
+    store.add_argument("--dsn", help="PostgreSQL DSN replacing the graph's checkpointer")
+    store.add_argument("--db", help="SQLite file replacing the graph's checkpointer")
     w.add_argument("--redis-url", help="Redis cache URL (with --dsn)")
     w.add_argument("--schema", default=None, help="Postgres schema (with --dsn; default public)")
+    w.add_argument(
+        "--redis-prefix", default=None, help="prefix of the Redis keys (with --redis-url)"
+    )
+    w.add_argument(
+        "--lease-ttl-s",
+        type=float,
+        default=None,
+        help="run lease TTL in seconds (with --dsn / --db; default: the graph checkpointer's)",
+    )
+    w.add_argument(
+        "--grace-s",
+        type=float,
+        default=30.0,
+        help="seconds runs in flight may finish after SIGTERM before going back to pending "
+        "(default 30)",
+    )
     w.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
     w.add_argument(
         "--sweep-interval", type=float, default=1.0, help="seconds between sweeps (default 1)"
@@ -72,22 +95,52 @@ async def load_app(args: argparse.Namespace) -> Any:
     """The compiled graph the arguments name, on the store they name.
 
     Raises:
-        ConfigError: ``CONFIG_001`` when the graph cannot be loaded, or ``--redis-url`` /
-            ``--schema`` are given without ``--dsn``.
+        ConfigError: ``CONFIG_001`` when the graph cannot be loaded, or a store option is given
+            that does not apply (``--redis-url`` / ``--schema`` without ``--dsn``,
+            ``--redis-prefix`` without ``--redis-url``, ``--lease-ttl-s`` without ``--dsn`` or
+            ``--db``): none is ignored.
     """
     from tenxgraph.appconfig import load_config, load_graph
 
     app = await load_graph(load_config(args.config) if args.config else args.graph)
-    if args.dsn is None:
-        for flag, value in (("--redis-url", args.redis_url), ("--schema", args.schema)):
-            if value is not None:
-                raise ConfigError(f"{flag} needs --dsn", context={"key": flag})
+    needs = [
+        ("--redis-url", args.redis_url, args.dsn, "--dsn"),
+        ("--schema", args.schema, args.dsn, "--dsn"),
+        ("--redis-prefix", args.redis_prefix, args.redis_url, "--redis-url"),
+        ("--lease-ttl-s", args.lease_ttl_s, args.dsn or args.db, "--dsn or --db"),
+    ]
+    for flag, value, base, what in needs:
+        if value is not None and base is None:
+            raise ConfigError(
+                f"{flag} needs {what} (without them the worker uses the graph's own "
+                "checkpointer and its settings)",
+                context={"key": flag},
+            )
+    if args.dsn is None and args.db is None:
         return app
-    from tenxgraph.storage.checkpointer import PgCheckpointer
+    own = app.checkpointer
+    ttl = float(args.lease_ttl_s) if args.lease_ttl_s is not None else float(own.lease_ttl_s)
+    renew = float(own.lease_renew_s)
+    common: dict[str, Any] = {
+        "lease_ttl_s": ttl,
+        "lease_renew_s": renew if renew < ttl else ttl / 2.5,
+        "enforce_user_isolation": bool(own.enforce_user_isolation),
+    }
+    cp: Any
+    if args.dsn is not None:
+        from tenxgraph.storage.checkpointer import PgCheckpointer
 
-    cp: Any = PgCheckpointer(
-        postgres_dsn=args.dsn, redis_url=args.redis_url, schema=args.schema or "public"
-    )
+        cp = PgCheckpointer(
+            postgres_dsn=args.dsn,
+            redis_url=args.redis_url,
+            redis_prefix=args.redis_prefix or "tenxgraph:",
+            schema=args.schema or "public",
+            **common,
+        )
+    else:
+        from tenxgraph.storage.checkpointer import SqliteCheckpointer
+
+        cp = SqliteCheckpointer(args.db, **common)
     cp.state_class = app.state_class
     app.checkpointer = cp
     return app
@@ -101,6 +154,7 @@ async def run_worker(app: Any, args: argparse.Namespace) -> int:
         "max_crashes": args.max_crashes,
         "listen": not args.no_listen,
         "listen_dsn": args.listen_dsn,
+        "grace_s": args.grace_s,
     }
     if args.worker_id:
         options["worker_id"] = args.worker_id

@@ -24,6 +24,8 @@ class Fleet:
         hang: the ``RECOVERY_HANG`` value.
         concurrency: each worker's ``--concurrency``.
         sweep_s: each worker's ``--sweep-interval``.
+        grace_s: each worker's ``--grace-s`` (short: most tests' runs hang on purpose).
+        poison: the ``RECOVERY_POISON`` value (a thread whose run kills its worker).
     """
 
     def __init__(
@@ -36,6 +38,8 @@ class Fleet:
         node_s: float = 0.0,
         max_crashes: int = 3,
         config: Path | None = None,
+        grace_s: float = 2.0,
+        poison: str = "",
     ) -> None:
         self.tmp = tmp
         self.events = tmp / "events.txt"
@@ -47,6 +51,8 @@ class Fleet:
         self.node_s = node_s
         self.max_crashes = max_crashes
         self.config = config
+        self.grace_s = grace_s
+        self.poison = poison
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
 
@@ -59,6 +65,7 @@ class Fleet:
             RECOVERY_EFFECTS=str(self.effects),
             RECOVERY_HANG=self.hang,
             RECOVERY_NODE_S=str(self.node_s),
+            RECOVERY_POISON=self.poison,
         )
 
     def start(self, name: str, wait: bool = True) -> subprocess.Popen[bytes]:
@@ -84,6 +91,8 @@ class Fleet:
                     name,
                     "--max-crashes",
                     str(self.max_crashes),
+                    "--grace-s",
+                    str(self.grace_s),
                 ],
                 env=self.env(),
                 stdout=subprocess.DEVNULL,

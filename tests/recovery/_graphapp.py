@@ -8,7 +8,10 @@ _graphapp:app``), configured by environment variables:
   per execution;
 * ``RECOVERY_HANG``: ``plan`` (inside a node) or ``tool`` (inside the second tool call): the first
   execution of each thread at that point logs ``hang`` and sleeps 60 s (the test SIGKILLs it);
-  ``crash``: every execution of ``plan`` kills its own process (a poison run);
+  ``crash``: every execution of ``plan`` kills its own process (a poison run); ``slowtool``: the
+  first execution of the first tool call of each thread logs ``hang`` and takes 2 s;
+* ``RECOVERY_POISON``: a thread id whose ``plan`` ends its own process (``os._exit``) every
+  time, while the other threads run normally;
 * ``RECOVERY_NODE_S``: seconds ``plan`` waits (a model call stand-in; default 0).
 
 ``plan -> tools -> answer -> END``: ``plan`` asks for two tool calls (``<thread>:a``,
@@ -78,6 +81,9 @@ async def plan(state: AgentState, config: dict[str, Any]) -> Message:
     if os.environ.get("RECOVERY_HANG") == "crash":
         _event("hang", "crash", tid)
         os.kill(os.getpid(), signal.SIGKILL)
+    if tid == os.environ.get("RECOVERY_POISON"):
+        _event("hang", "poison", tid)
+        os._exit(70)  # this run kills its worker, whatever else is in flight there
     if _hang_here("plan", tid):
         await asyncio.sleep(60)
     await asyncio.sleep(float(os.environ.get("RECOVERY_NODE_S", "0")))
@@ -98,6 +104,8 @@ def effect(tag: str, tool_call_id: str) -> str:
     _event("tool", tag, thread)
     if tag == "b" and _hang_here("tool", thread):
         time.sleep(60)
+    if tag == "a" and _hang_here("slowtool", thread):
+        time.sleep(2)  # the worker is sent SIGTERM meanwhile: its effect must still count once
     _append(os.environ["RECOVERY_EFFECTS"], f"{tool_call_id} {os.getpid()} {time.time():.6f}")
     return f"did {tag}"
 

@@ -89,7 +89,7 @@ async def test_runs_of_one_thread_go_in_submission_order() -> None:
 async def test_submit_with_a_known_run_id_is_idempotent() -> None:
     app = _graph(InMemoryCheckpointer())
     first = await app.asubmit(_msg("once"), {"thread_id": "t", "run_id": "r-1"})
-    again = await app.asubmit(_msg("twice"), {"thread_id": "t", "run_id": "r-1"})
+    again = await app.asubmit(_msg("once"), {"thread_id": "t", "run_id": "r-1"})
     assert again.run_id == first.run_id == "r-1" and again.created_at == first.created_at
     async with app.recovery(sweep_interval_s=0.02):
         done = await app.ajoin({"thread_id": "t"}, "r-1", timeout=30)

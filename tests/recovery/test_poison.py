@@ -72,3 +72,31 @@ def test_poison_run_ends_error_is_listed_and_retried(
     assert fleet.effect_counts() == {f"{tid}:a": 1, f"{tid}:b": 1}
     assert main(["runs", "list", "--status", "error", "--json", *_store_args(store_spec)]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_poison_run_does_not_take_its_neighbour_down(tmp_path: Path) -> None:
+    """The poison run ends its worker (``os._exit``) while a healthy run is in flight on it,
+    again and again: the healthy run completes, only the poison run ends ``error``."""
+    spec = f"sqlite:{tmp_path / 'neighbour.sqlite'}"
+    fleet = Fleet(tmp_path, spec, concurrency=2, node_s=1.0, poison="bad")
+    try:
+        bad = asyncio.run(_submit(spec, "bad"))
+        good = asyncio.run(_submit(spec, "good"))
+        n = 0
+        deadline = time.monotonic() + 60
+        while asyncio.run(_status(spec, "bad", bad)) != "error":
+            assert time.monotonic() < deadline, "the poison run never ended error"
+            assert asyncio.run(_status(spec, "good", good)) != "error", "the neighbour was poisoned"
+            if not any(p.poll() is None for p in fleet.procs.values()):
+                n += 1
+                fleet.procs.clear()
+                fleet.start(f"w{n}")
+            time.sleep(0.05)
+        if not any(p.poll() is None for p in fleet.procs.values()):
+            fleet.procs.clear()
+            fleet.start("last")
+        info, _ = asyncio.run(_join(spec, "good", good, 30))
+    finally:
+        fleet.stop_all()
+    assert info.status == "completed"
+    assert fleet.effect_counts() == {"good:a": 1, "good:b": 1}

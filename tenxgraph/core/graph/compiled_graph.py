@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from tenxgraph.core import _runner, _timetravel
 from tenxgraph.core._portal import iterate_sync, run_sync
 from tenxgraph.core.config import normalize_config
-from tenxgraph.core.exceptions import ResourceNotFoundError, TenxGraphError
+from tenxgraph.core.exceptions import ConfigError, ResourceNotFoundError, TenxGraphError
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.reducers import MessageList
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
@@ -439,7 +439,8 @@ class CompiledGraph(Generic[StateT]):
         Args:
             input_data: as for :meth:`ainvoke` (JSON-encodable; messages keep their ids).
             config: as for :meth:`ainvoke`; a ``run_id`` given here makes the submit
-                idempotent (the same id returns the recorded run). ``multitask_strategy`` is
+                idempotent (the same id and input return the recorded run; run ids name a run
+                within its thread). ``multitask_strategy`` is
                 not kept: a thread's background runs run one at a time, in submission order.
 
         Returns:
@@ -448,7 +449,9 @@ class CompiledGraph(Generic[StateT]):
         Raises:
             ConfigError: ``CONFIG_001`` for a bad config, or a checkpointer without a built-in
                 store; before anything is written.
-            ValidationError: ``VALIDATION_000`` for an input that is not JSON-encodable.
+            ValidationError: ``VALIDATION_000`` for an input ``ainvoke`` would refuse or that
+                is not JSON-encodable, or a known ``run_id`` with a different input
+                (``context["reason"] == "conflict"``).
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         from tenxgraph.core import runs as _runs
@@ -495,6 +498,8 @@ class CompiledGraph(Generic[StateT]):
             RunJoinTimeoutError: ``RUN_JOIN_TIMEOUT_001`` when ``timeout`` passed first (the
                 run goes on).
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when there is no such run.
+            ConfigError: ``CONFIG_001`` when ``timeout`` is not ``None`` or a finite number
+                >= 0.
         """
         from tenxgraph.core import runs as _runs
 
@@ -509,14 +514,20 @@ class CompiledGraph(Generic[StateT]):
         process runs submitted runs and finishes cut-off ones (``async with
         app.recovery(concurrency=4): ...``). Options: see
         :class:`tenxgraph.core._recovery.Recovery` (``concurrency``, ``sweep_interval_s``,
-        ``max_crashes``, ``worker_id``, ``listen``, ``listen_dsn``).
+        ``max_crashes``, ``worker_id``, ``listen``, ``listen_dsn``, ``grace_s``).
 
         Raises:
             ConfigError: ``CONFIG_001`` for a bad option or a checkpointer without a built-in
                 store.
         """
-        from tenxgraph.core._recovery import Recovery
+        from tenxgraph.core._recovery import RECOVERY_OPTIONS, Recovery
+        from tenxgraph.core.exceptions import UnsupportedArgumentError, check_arguments
 
+        try:
+            unknown = {k: v for k, v in options.items() if k not in RECOVERY_OPTIONS}
+            check_arguments("recovery", unknown, RECOVERY_OPTIONS)
+        except UnsupportedArgumentError as exc:
+            raise ConfigError(exc.message, context=dict(exc.context)) from None
         return Recovery(self, **options)
 
     # -- state access (beyond 10xGraph) ----------------------------------------------------------
