@@ -1132,9 +1132,12 @@ class BaseCheckpointer(Generic[StateT]):
     async def aget_version(
         self, config: dict[str, Any], version: int, state_cls: type[AgentState] | None = None
     ) -> AgentState:
-        """The state exactly as it was at ``version``.
+        """The state exactly as it was at ``version``; records the head version seen in
+        ``config["_checkpoint_version"]`` (see :meth:`aload_version`).
 
         Raises:
+            ValidationError: ``VALIDATION_000`` when ``version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept (or the
                 thread is another user's); ``context``: ``thread_id``, ``version``,
                 ``oldest_kept``, ``latest`` (see :meth:`aload_version`).
