@@ -188,7 +188,15 @@ def test_threads_rewind_and_fork(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["forked_from"] == {"thread_id": "t", "version": 2} and out["messages"] == 4
     assert main(argv) == EXIT_MISMATCH  # the target exists
-    assert "already exists" in capsys.readouterr().err
+    assert "already exists (version 1)" in capsys.readouterr().err
+    into_self = ["threads", "fork", "t", "--version", "2", "--to", "t", *base, "--yes"]
+    assert main(into_self) == EXIT_USAGE
+    assert "into itself" in capsys.readouterr().err
+    for action in (["rewind"], ["fork", "--to", "t9"]):  # beyond a 64-bit version: usage
+        with pytest.raises(SystemExit) as big:
+            main(["threads", *action, "t", "--version", str(2**63), *base, "--yes"])
+        assert big.value.code == EXIT_USAGE
+        assert "at most 9223372036854775807" in capsys.readouterr().err
     bob = ["threads", "fork", "t", "--version", "2", "--to", "t3", "--db", db, "--yes"]
     assert main([*bob, "--user", "bob"]) == EXIT_MISMATCH  # another user's thread is missing
     rewind_bob = ["threads", "rewind", "t", "--version", "1", "--db", db, "--yes", "--user", "bob"]

@@ -91,6 +91,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+_MAX_INT64 = 2**63 - 1
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -98,6 +101,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > _MAX_INT64:  # stores keep versions and counts as signed 64-bit integers
+        raise argparse.ArgumentTypeError(f"must be at most {_MAX_INT64}, got {value}")
     return value
 
 

@@ -249,9 +249,11 @@ def _history_table(snaps: list[Any]) -> None:
 async def _travel(cp: Any, args: argparse.Namespace, cfg: dict[str, Any], user: str) -> int:
     """``threads rewind`` / ``threads fork`` (docs/how-to/time-travel.md): refused without
     ``--yes``; a version that is not kept exits 1 naming the oldest kept one, a fork target
-    that exists (or a rewind that lost to a concurrent writer) exits 1 too. The write prunes
+    that exists (or a rewind that lost to a concurrent writer) exits 1 too; a fork into its
+    own source thread is a usage error (exit 2), as is a version above ``2**63 - 1`` (refused
+    by the argument parser). The write prunes
     no version."""
-    from tenxgraph.core.exceptions import StorageError
+    from tenxgraph.core.exceptions import StorageError, ValidationError
 
     if not args.yes:
         raise CliError(f"refusing to {args.action} without --yes", 2)
@@ -267,6 +269,8 @@ async def _travel(cp: Any, args: argparse.Namespace, cfg: dict[str, Any], user: 
             loaded = await cp.aload_version(fork_cfg, 1)
             done = {"thread_id": args.to, "forked_from": {"thread_id": args.thread_id}}
             done["forked_from"]["version"] = args.version
+    except ValidationError as exc:  # a fork into its own source thread
+        raise CliError(exc.message, 2) from None
     except StorageError as exc:
         if exc.error_code == "STORAGE_FORBIDDEN_001" and args.action == "rewind":
             return _not_found(args)  # another user's thread, as delete reports it

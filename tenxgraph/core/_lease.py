@@ -360,7 +360,10 @@ async def rollback_target(
         return None
     before: int | None = None
     while True:
-        page = await cp.aget_state_history(config, limit=16, before=before, state_cls=state_cls)
+        # A copy: the history read records the head it saw, and the run's pin must not move.
+        page = await cp.aget_state_history(
+            dict(config), limit=16, before=before, state_cls=state_cls
+        )
         if not page:
             break
         for snap in page:

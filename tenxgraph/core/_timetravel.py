@@ -57,13 +57,21 @@ async def aget_state_at(
 ) -> AgentState:
     """The thread's state exactly as it was at kept version ``version``.
 
+    Records the head version it saw in ``config["_checkpoint_version"]``, as ``get_state``
+    does.
+
     Raises:
+        ValidationError: ``VALIDATION_000`` when ``version`` is not an ``int`` from 1 to
+            ``2**63 - 1``, before any I/O.
         ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` naming the oldest kept version when
             ``version`` is not kept.
     """
     cfg = dict(config or {})
     normalize_config(cfg, new_run=False)
     loaded = await app.checkpointer.aload_version(cfg, version, app.state_class)
+    if config is not None:
+        # As a plain get_state does: the head seen, so the next rewind compares against it.
+        config["_checkpoint_version"] = cfg["_checkpoint_version"]
     return loaded.state
 
 

@@ -19,14 +19,18 @@ from typing import Any
 
 import orjson
 
-from tenxgraph.core.exceptions import ResourceNotFoundError, StaleStateError
+from tenxgraph.core.exceptions import ResourceNotFoundError, StaleStateError, ValidationError
 from tenxgraph.records import Range
 
 __all__ = [
+    "MAX_VERSION",
     "ORIGIN_KEY",
+    "check_version",
     "clip_ranges",
+    "fork_into_source",
     "origin_of",
     "restamp",
+    "rewind_lost",
     "target_exists",
     "version_missing",
     "with_origin",
@@ -36,6 +40,39 @@ __all__ = [
 #: ``{"op": "rewind", "version": N}`` or ``{"op": "fork", "thread_id": ..., "version": N}``.
 ORIGIN_KEY = "_tx_origin"
 _ORIGIN_NEEDLE = b'"' + ORIGIN_KEY.encode() + b'"'
+
+
+#: The largest version number a store can hold (a signed 64-bit integer: Postgres ``bigint``,
+#: SQLite ``INTEGER``).
+MAX_VERSION = 2**63 - 1
+
+
+def check_version(version: object, field: str = "version") -> int:
+    """``version`` when it is a version number a store can hold, checked before any I/O.
+
+    Args:
+        version: the number the caller gave (``get_state(version=)``, ``rewind(to_version=)``,
+            ``fork(at_version=)``, the CLI's ``--version``).
+        field: the argument's name, reported in the error.
+
+    Returns:
+        ``version`` (an ``int`` from 1 to :data:`MAX_VERSION`).
+
+    Raises:
+        ValidationError: ``VALIDATION_000`` when it is not an ``int`` (``bool`` is refused),
+            below 1, or above :data:`MAX_VERSION`; ``context``: ``field``, ``value``.
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValidationError(
+            f"{field} must be a positive int, got {version!r}",
+            context={"field": field, "value": repr(version)},
+        )
+    if version > MAX_VERSION:
+        raise ValidationError(
+            f"{field} {version} is too large: versions are 64-bit integers (at most {MAX_VERSION})",
+            context={"field": field, "value": repr(version)},
+        )
+    return version
 
 
 def with_origin(values: bytes, origin: dict[str, Any]) -> bytes:
@@ -143,6 +180,17 @@ def version_missing(
     )
 
 
+def fork_into_source(thread_id: str) -> ValidationError:
+    """The ``VALIDATION_000`` error of a fork whose target is its own source thread (refused
+    before any I/O: a fork creates a new thread; ``rewind`` moves a thread back).
+    ``context``: ``field`` (``to_thread_id``), ``thread_id``."""
+    return ValidationError(
+        f"cannot fork thread {thread_id!r} into itself: a fork creates a new thread, so give "
+        "another to_thread_id (to move this thread back to an earlier version, use rewind)",
+        context={"field": "to_thread_id", "thread_id": thread_id},
+    )
+
+
 def target_exists(thread_id: str, current: int | None) -> StaleStateError:
     """The ``STORAGE_CONFLICT_000`` error of a fork into a thread that exists: the fork is a
     compare-and-swap against "no such thread" (expected version 0), as a thread's first write
@@ -151,4 +199,21 @@ def target_exists(thread_id: str, current: int | None) -> StaleStateError:
         f"cannot fork into thread {thread_id!r}: it already exists (version {current}); "
         "fork into a new thread_id",
         context={"thread_id": thread_id, "expected_version": 0, "current_version": current},
+    )
+
+
+def rewind_lost(exc: StaleStateError, to_version: int) -> StaleStateError:
+    """The ``STORAGE_CONFLICT_000`` error of a rewind that lost its compare-and-swap: ``exc``'s
+    context, and a message saying what was cleared and what to do (the caller's
+    ``config["_checkpoint_version"]`` has been removed, so calling again compares against a
+    fresh read of the head)."""
+    ctx = dict(exc.context)
+    current, expected = ctx.get("current_version"), ctx.get("expected_version")
+    return StaleStateError(
+        f"rewind of thread {ctx.get('thread_id')!r} to version {to_version} refused: the "
+        f"thread is at version {current}, the config expected {expected} (another writer "
+        "moved it; nothing was written). config['_checkpoint_version'] was removed: inspect "
+        "the thread again (get_state or get_state_history with this config) and call rewind "
+        "again, or call it again now to rewind over whatever the head is",
+        context=ctx,
     )

@@ -16,7 +16,12 @@ from graph_backends import (  # noqa: F401 - fixtures and the parametrizing hook
     pytest_generate_tests,
 )
 
-from tenxgraph.core.exceptions import ResourceNotFoundError, StaleStateError, StorageError
+from tenxgraph.core.exceptions import (
+    ResourceNotFoundError,
+    StaleStateError,
+    StorageError,
+    ValidationError,
+)
 from tenxgraph.core.graph import StateGraph, ToolNode
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.models.base import assistant_message
@@ -181,6 +186,42 @@ async def test_two_concurrent_rewinds_one_wins(backend: Backend) -> None:
     assert dump(await other.aget_state({"thread_id": "tt-race"})) == dump(winner)
 
 
+async def test_reads_pin_the_head_and_a_lost_rewind_can_retry(backend: Backend) -> None:
+    app, _, cp = await run_agent(backend, "tt-pin")
+    other = agent_graph(backend.peer(cp), [])
+    # Versions beyond a 64-bit integer are refused the same way on every store, before I/O.
+    for call in (
+        lambda: app.aget_state({"thread_id": "tt-pin"}, version=2**63),
+        lambda: app.arewind({"thread_id": "tt-pin"}, 2**63),
+        lambda: app.afork({"thread_id": "tt-pin"}, 2**63, "tt-pin-big"),
+    ):
+        with pytest.raises(ValidationError) as big:
+            await call()
+        assert "too large" in str(big.value)
+    with pytest.raises(ResourceNotFoundError):  # the largest one is a plain missing version
+        await app.aget_state({"thread_id": "tt-pin"}, version=2**63 - 1)
+    # Reading an old version or the history pins the head seen, as a plain get_state does.
+    for read in (
+        lambda c: app.aget_state(c, version=3),
+        lambda c: app.aget_state_history(c, limit=2, before=5),
+    ):
+        cfg: dict[str, Any] = {"thread_id": "tt-pin"}
+        await read(cfg)
+        assert cfg["_checkpoint_version"] == LAST
+    assert await app.aget_state_history(missing := {"thread_id": "tt-pin-none"}) == []
+    assert missing["_checkpoint_version"] == 0
+    # ... so a rewind after a concurrent one is refused instead of landing on top of it.
+    await other.arewind({"thread_id": "tt-pin"}, 9)
+    with pytest.raises(StaleStateError) as lost:
+        await app.arewind(cfg, 3)
+    assert lost.value.context["expected_version"] == LAST
+    assert "call rewind again" in str(lost.value)
+    # The lost rewind dropped the pin: calling again compares against a fresh read and wins.
+    assert "_checkpoint_version" not in cfg
+    assert dump(await app.arewind(cfg, 3)) == dump(await app.aget_state(dict(cfg), version=3))
+    assert cfg["_checkpoint_version"] == LAST + 2
+
+
 async def test_pruned_versions_name_the_oldest_kept(backend: Backend) -> None:
     app, _, _ = await run_agent(backend, "tt-pruned", state_history_limit=5)
     cfg = {"thread_id": "tt-pruned"}
@@ -223,10 +264,14 @@ async def test_fork_with_update_and_refused_targets(backend: Backend) -> None:
     assert after[-2:] == ["sum done after 10", "go on"] and "try x=7 instead" in after
     assert executed == list(range(CALLS))
     assert dump(await app.aget_state(dict(cfg), version=5)) == dump(v5)
-    with pytest.raises(StaleStateError):  # the target exists
+    with pytest.raises(StaleStateError) as stale_err:  # the target exists
         await app.afork(dict(cfg), 5, "tt-edit-b")
-    with pytest.raises(StaleStateError):
+    current = (await app.aget_state_history(fork_cfg, limit=1))[0].version
+    assert stale_err.value.context["current_version"] == current
+    assert f"already exists (version {current})" in str(stale_err.value)
+    with pytest.raises(ValidationError) as self_err:  # not into its own source, before any I/O
         await app.afork(dict(cfg), 5, "tt-edit")
+    assert "into itself" in str(self_err.value) and "None" not in str(self_err.value)
     # Another user sees nothing of the source, and no one writes into another user's thread.
     with pytest.raises(ResourceNotFoundError):
         await app.afork({**cfg, "user_id": "mallory"}, 5, "tt-edit-m")

@@ -535,9 +535,13 @@ class CompiledGraph(Generic[StateT]):
         self, config: dict[str, Any], version: int | None = None
     ) -> AgentState | None:
         """The thread's latest state (``None`` when it does not exist or is another user's),
-        or with ``version``, its state exactly as it was at that kept version.
+        or with ``version``, its state exactly as it was at that kept version. Either way the
+        head version seen is recorded in ``config["_checkpoint_version"]`` (0 for a missing
+        thread), so a following ``arewind(config, ...)`` compares against it.
 
         Raises:
+            ValidationError: ``VALIDATION_000`` when ``version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``version`` is given and not
                 kept; ``context["oldest_kept"]`` names the oldest kept version.
         """
@@ -555,7 +559,8 @@ class CompiledGraph(Generic[StateT]):
         self, config: dict[str, Any], limit: int | None = None, before: int | None = None
     ) -> list[StateSnapshot]:
         """Kept versions of the thread, newest first (``limit``: count; ``before``: only
-        versions below it)."""
+        versions below it). Records the head version seen in ``config["_checkpoint_version"]``
+        as :meth:`aget_state` does."""
         return await self.checkpointer.aget_state_history(config, limit, before, self.state_class)
 
     def get_state_history(
@@ -621,8 +626,12 @@ class CompiledGraph(Generic[StateT]):
         Raises:
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``to_version`` is not kept
                 (``context["oldest_kept"]``).
+            ValidationError: ``VALIDATION_000`` when ``to_version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, before any I/O.
             StaleStateError: ``STORAGE_CONFLICT_000`` when another writer moved the thread
-                first; nothing was written.
+                first; nothing was written and ``config["_checkpoint_version"]`` is removed, so
+                calling again compares against a fresh read. It does not wait for a run that
+                holds the thread's lease (a plain compare-and-swap).
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread.
         """
         return await _timetravel.arewind(self, config, to_version)
@@ -651,6 +660,8 @@ class CompiledGraph(Generic[StateT]):
 
         Raises:
             ConfigError: ``CONFIG_001`` for an invalid ``to_thread_id``.
+            ValidationError: ``VALIDATION_000`` when ``at_version`` is not an ``int`` from 1 to
+                ``2**63 - 1`` or ``to_thread_id`` is the source thread, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``at_version`` is not kept.
             StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``to_thread_id`` exists.
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``to_thread_id``.

@@ -28,6 +28,7 @@ from tenxgraph.core.exceptions import (
     ResourceNotFoundError,
     SchemaMissingError,
     SerializationError,
+    StaleStateError,
     StorageError,
     TransientStorageError,
     ValidationError,
@@ -1040,11 +1041,16 @@ class BaseCheckpointer(Generic[StateT]):
             warning and a ``tenxgraph.row.skipped`` span event); the others are returned.
             Each stored message row is decoded once per call, so the snapshots share the
             ``Message`` objects of the messages they have in common (messages are values).
+            Like ``aget_state`` it records the head version it saw in
+            ``config["_checkpoint_version"]`` (0 for a missing thread), read before the
+            versions, so a following ``arewind(config, ...)`` is a compare-and-swap against
+            the history the caller inspected.
         """
         await self._ensure_setup()
         key = self._key(config)
         if self.store is None:
             return await self._custom_history(config, key, limit, before, state_cls)
+        config["_checkpoint_version"] = await self.store.current_version(key) or 0
         cls = state_cls or self.state_class
         out: list[StateSnapshot] = []
         bad: list[SerializationError] = []
@@ -1090,7 +1096,10 @@ class BaseCheckpointer(Generic[StateT]):
         state_cls: type[AgentState] | None,
     ) -> list[StateSnapshot]:
         """A checkpointer of the application's own keeps no history: its latest state only."""
-        state = await self.aget_state(dict(config), state_cls or self.state_class)
+        cfg = dict(config)
+        state = await self.aget_state(cfg, state_cls or self.state_class)
+        if "_checkpoint_version" in cfg:
+            config["_checkpoint_version"] = cfg["_checkpoint_version"]
         version = self._custom_versions.get(key, 1)
         if state is None or limit == 0 or (before is not None and version >= before):
             return []
@@ -1123,9 +1132,12 @@ class BaseCheckpointer(Generic[StateT]):
     async def aget_version(
         self, config: dict[str, Any], version: int, state_cls: type[AgentState] | None = None
     ) -> AgentState:
-        """The state exactly as it was at ``version``.
+        """The state exactly as it was at ``version``; records the head version seen in
+        ``config["_checkpoint_version"]`` (see :meth:`aload_version`).
 
         Raises:
+            ValidationError: ``VALIDATION_000`` when ``version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept (or the
                 thread is another user's); ``context``: ``thread_id``, ``version``,
                 ``oldest_kept``, ``latest`` (see :meth:`aload_version`).
@@ -1707,25 +1719,33 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> Loaded:
         """Read and decode kept version ``version`` of the config's thread.
 
+        Like ``aget_state`` it records the head version it saw in
+        ``config["_checkpoint_version"]`` (0 for a missing thread), read before the version,
+        so a following ``arewind(config, ...)`` is a compare-and-swap against the head the
+        caller inspected.
+
         Raises:
-            ValidationError: ``VALIDATION_000`` when ``version`` is not a positive ``int``.
+            ValidationError: ``VALIDATION_000`` when ``version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when that version is not kept
                 (pruned, not written yet, or the thread is missing or another user's);
                 ``context``: ``thread_id``, ``version``, ``oldest_kept``, ``latest``.
             SerializationError: ``STORAGE_SERIALIZATION_000`` when its stored data cannot be
                 decoded.
         """
-        rec = await self._read_version(self._key(config), version)
+        _fork.check_version(version)
+        key = self._key(config)
+        await self._ensure_setup()
+        head = await self._tier("aload_version").current_version(key)
+        rec = await self._read_version(key, version)
+        config["_checkpoint_version"] = head or 0
         return self._decode(rec, state_cls or self.state_class)
 
     async def _read_version(
         self, key: ThreadKey, version: int, *, with_messages: bool = True
     ) -> StoredCheckpoint:
         """The stored record of kept version ``version`` (``version_missing`` when not)."""
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValidationError(
-                f"version must be a positive int, got {version!r}", context={"field": "version"}
-            )
+        _fork.check_version(version)
         await self._ensure_setup()
         store = self._tier("aload_version")
         rec = await store.read(key, version, with_messages=with_messages)
@@ -1741,19 +1761,44 @@ class BaseCheckpointer(Generic[StateT]):
         ``to_version`` (history keeps every version; no message row is written).
 
         A compare-and-swap against the head the caller read: ``config["_checkpoint_version"]``
-        when set (a run's or an earlier read's), else the head read now. Sets
-        ``config["_checkpoint_version"]`` to the new head.
+        when set (a run's or an earlier read's: ``aget_state``, ``aload_version``,
+        ``aget_state_history``), else the head read now. Sets
+        ``config["_checkpoint_version"]`` to the new head. It does not wait for a run that
+        holds the thread's lease: such a run's next checkpoint then fails its own
+        compare-and-swap.
 
         Raises:
+            ValidationError: ``VALIDATION_000`` when ``to_version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``to_version`` is not kept.
             StaleStateError: ``STORAGE_CONFLICT_000`` when the thread moved past the head the
-                caller read (a concurrent rewind or run won); nothing was written.
+                caller read (a concurrent rewind or run won); nothing was written and
+                ``config["_checkpoint_version"]`` is removed, so calling again compares
+                against the head read then.
             StorageError: ``STORAGE_FORBIDDEN_001`` for another user's thread (a read of it,
                 ``aload_version``, finds nothing instead).
         """
+        _fork.check_version(to_version, "to_version")
         normalize_config(config, new_run=False)
         key = self.key_for(config)
         store = self._tier("arewind")
+        try:
+            return await self._rewind(config, key, store, to_version, state_cls)
+        except StaleStateError as exc:
+            # The caller's pin is what lost: drop it, so the next call reads the head afresh
+            # (a pin kept here would make every retry fail the same way).
+            config.pop("_checkpoint_version", None)
+            raise _fork.rewind_lost(exc, to_version) from None
+
+    async def _rewind(
+        self,
+        config: dict[str, Any],
+        key: ThreadKey,
+        store: StoreTier,
+        to_version: int,
+        state_cls: type[AgentState] | None,
+    ) -> Loaded:
+        """The body of :meth:`arewind` (its ``StaleStateError`` is rewritten there)."""
         try:
             rec = await self._read_version(key, to_version)
         except ResourceNotFoundError:
@@ -1815,11 +1860,14 @@ class BaseCheckpointer(Generic[StateT]):
 
         Raises:
             ConfigError: ``CONFIG_001`` for an invalid ``to_thread_id``.
+            ValidationError: ``VALIDATION_000`` when ``at_version`` is not an ``int`` from 1 to
+                ``2**63 - 1``, or ``to_thread_id`` is the source thread, before any I/O.
             ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when ``at_version`` is not kept.
             StaleStateError: ``STORAGE_CONFLICT_000`` when thread ``to_thread_id`` exists.
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns ``to_thread_id``.
             SerializationError: ``STORAGE_SERIALIZATION_000`` before anything is written.
         """
+        _fork.check_version(at_version, "at_version")
         normalize_config(config, new_run=False)
         key = self.key_for(config)
         out: dict[str, Any] = {"thread_id": to_thread_id, "user_id": config["user_id"]}
@@ -1827,9 +1875,9 @@ class BaseCheckpointer(Generic[StateT]):
         normalize_config(dst_cfg, new_run=False)
         out["thread_id"] = dst_cfg["thread_id"]
         dst = self.key_for(dst_cfg)
-        store = self._tier("afork")
         if dst.thread_id == key.thread_id:
-            raise _fork.target_exists(dst.thread_id, config.get("_checkpoint_version"))
+            raise _fork.fork_into_source(key.thread_id)
+        store = self._tier("afork")
         origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
         meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
         rec = await self._read_version(key, at_version, with_messages=False)
