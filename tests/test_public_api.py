@@ -225,6 +225,12 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ),
     ("from tenxgraph.prebuilt.tools import is_handoff_tool", "reference/python/command-handoff"),
     (
+        "from tenxgraph.prebuilt.tools.handoff import create_handoff_tool, is_handoff_tool",
+        "prebuild/tools/handoff, glossary/what-is-multi-agent-orchestration",
+    ),
+    ("from tenxgraph.models.google import GoogleModel", "providers/google (tenxgraph adapter)"),
+    ("from tenxgraph.models.anthropic import AnthropicModel", "tenxgraph adapter"),
+    (
         "from tenxgraph.storage.checkpointer import BaseCheckpointer",
         "concepts/memory, how-to/python/use-custom-nodes, reference/python/checkpointers",
     ),
