@@ -178,3 +178,17 @@ def _user(text: str) -> Any:
     from tenxgraph.core.state import Message
 
     return Message(role="user", content=text)
+
+
+async def test_react_agent_of_the_getting_started_page(server: tuple[str, Any]) -> None:
+    from tenxgraph.prebuilt import ReactAgent
+
+    provider, srv = server
+    srv.answers += [Answer(calls=[("charge", {"amount": 2})]), Answer(text="Charged 2.")]
+    app = ReactAgent(
+        model=MODELS[provider], provider=provider, tools=[charge], base_url=srv.url, api_key="k"
+    ).compile()
+    out = await app.ainvoke({"messages": ["pay 2"]}, {"thread_id": "r"})
+    assert [m.role for m in out["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert out["messages"][-1].text() == "Charged 2."
+    await app.aclose()
