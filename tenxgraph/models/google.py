@@ -202,7 +202,23 @@ class GoogleModel:
             kwargs["api_key"] = api_key
         if http:
             kwargs["http_options"] = types.HttpOptions(**http)
-        self._client = genai.Client(**kwargs)
+        self._genai = genai
+        self._client_kwargs = kwargs
+        self._client_obj: Any = None
+
+    @property
+    def _client(self) -> Any:
+        # built on first use: the SDK wants a key at construction, and an Agent is often
+        # built at import time, before the environment is read (as 10xGraph's pages do)
+        if self._client_obj is None:
+            try:
+                self._client_obj = self._genai.Client(**self._client_kwargs)
+            except ValueError as exc:
+                raise ModelError(
+                    f"google model {self.model!r}: {exc} (set GEMINI_API_KEY or pass api_key=)",
+                    context={"model": self.model, "provider": "google", "retryable": False},
+                ) from None
+        return self._client_obj
 
     def __repr__(self) -> str:
         return f"GoogleModel({self.model!r})"
