@@ -192,3 +192,38 @@ async def test_react_agent_of_the_getting_started_page(server: tuple[str, Any]) 
     assert [m.role for m in out["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert out["messages"][-1].text() == "Charged 2."
     await app.aclose()
+
+
+async def test_fallback_answer_is_checkpointed_with_its_model(
+    server: tuple[str, Any], tmp_path: Path
+) -> None:
+    from tenxgraph.core.graph import StateGraph
+    from tenxgraph.core.state import Message
+    from tenxgraph.utils import END
+
+    provider, srv = server
+    srv.answers += [Answer(status=500), Answer(text="backup here")]
+    g = StateGraph()
+    g.add_node(
+        "MAIN",
+        Agent(
+            model=MODELS[provider],
+            provider=provider,
+            base_url=srv.url,
+            api_key="k",
+            retry_config=False,
+            fallback_models=["backup-model"],
+        ),
+    )
+    g.add_edge("MAIN", END)
+    g.set_entry_point("MAIN")
+    cp = SqliteCheckpointer(str(tmp_path / "f.db"))
+    app = g.compile(checkpointer=cp)
+    inp = {"messages": [Message(role="user", content="hi", message_id="u1")]}
+    await app.ainvoke(inp, {"thread_id": "f"})
+    state = await app.aget_state({"thread_id": "f"})
+    assert state.context[-1].metadata["model"] == "backup-model"
+    again = await app.ainvoke(inp, {"thread_id": "f"})  # the same input replayed
+    assert again.get("already_processed") is True
+    assert len(srv.requests) == 2  # neither model was asked again
+    await app.aclose()
