@@ -225,6 +225,14 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ),
     ("from tenxgraph.prebuilt.tools import is_handoff_tool", "reference/python/command-handoff"),
     (
+        "from tenxgraph.prebuilt.tools.handoff import create_handoff_tool, is_handoff_tool",
+        "prebuild/tools/handoff, glossary/what-is-multi-agent-orchestration",
+    ),
+    ("from tenxgraph.models.google import GoogleModel", "providers/google (tenxgraph adapter)"),
+    ("from tenxgraph.models.anthropic import AnthropicModel", "tenxgraph adapter"),
+    ("from tenxgraph.prebuilt import ReactAgent", "get-started/first-agent, get-started/index"),
+    ("from tenxgraph.prebuilt.agent import ReactAgent", "prebuild/agents/react-agent"),
+    (
         "from tenxgraph.storage.checkpointer import BaseCheckpointer",
         "concepts/memory, how-to/python/use-custom-nodes, reference/python/checkpointers",
     ),
@@ -591,7 +599,6 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.core.realtime.queue import LiveInputQueue",
         "how-to/python/use-realtime-audio",
     ),
-    ("from tenxgraph.prebuilt import ReactAgent", "get-started/first-agent, get-started/index"),
     (
         "from tenxgraph.prebuilt import ReactAgent, SupervisorTeamAgent, SwarmAgent",
         "concepts/prebuilt-agents-and-tools",
@@ -608,10 +615,6 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
     (
         "from tenxgraph.prebuilt.agent import RAGAgent, CohereReranker",
         "how-to/python/use-prebuilt-agents",
-    ),
-    (
-        "from tenxgraph.prebuilt.agent import ReactAgent",
-        "concepts/agents-tools-control, concepts/index, how-to/python/use-mcp, how-to/python/use-prebuilt-agents",
     ),
     (
         "from tenxgraph.prebuilt.agent import ReactAgent, PlanActReflectAgent, StructuredOutputAgent, SupervisorTeamAgent, SwarmAgent, RAGAgent",

@@ -311,8 +311,8 @@ async def test_tools_tags_offer_only_tagged_tools(llm: ScriptedLLMServer) -> Non
 
 async def test_unsupported_provider_refused() -> None:
     with pytest.raises(UnsupportedArgumentError) as info:
-        Agent(model="gemini-2.5-flash", provider="google")
-    assert info.value.error_code == "GRAPH_010" and "proxy" in str(info.value)
+        Agent(model="gemini-2.5-flash", provider="vertex")
+    assert info.value.error_code == "GRAPH_010" and "google" in str(info.value)
 
 
 async def test_tool_call_loop_through_server(llm: ScriptedLLMServer) -> None:

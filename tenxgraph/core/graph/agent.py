@@ -46,6 +46,7 @@ from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, Vali
 from tenxgraph.core.state import AgentState, Message, TextBlock
 from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, normalize_assistant
 from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
+from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_model
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
@@ -161,8 +162,16 @@ def _unsupported(name: str, hint: str) -> UnsupportedArgumentError:
     )
 
 
-def _reasoning_params(model: Any, config: Any) -> dict[str, Any]:
+def _reasoning_params(model: Any, config: Any, provider: str = "openai") -> dict[str, Any]:
     """The request parameters ``reasoning_config`` asks for (see ``Agent``)."""
+    if provider == "google" and isinstance(config, dict):
+        budget, level = config.get("thinking_budget"), config.get("thinking_level")
+        if budget is not None or level is not None:
+            rest = {
+                k: v for k, v in config.items() if k not in ("thinking_budget", "thinking_level")
+            }
+            extra = {"thinking_budget": budget} if budget is not None else {"thinking_level": level}
+            return {**_reasoning_params(model, rest or None, provider), **extra}
     name = model if isinstance(model, str) else getattr(model, "model", "")
     is_reasoning = isinstance(name, str) and strip_provider(name).lower().startswith(
         _REASONING_PREFIXES
@@ -236,9 +245,10 @@ class Agent(BaseAgent):
         base_url: API root for a model given by name (default ``OPENAI_BASE_URL``, else
             ``https://api.openai.com/v1``).
         api_key: API key for a model given by name (default ``OPENAI_API_KEY``).
-        provider: ``None`` or ``"openai"`` (any OpenAI-compatible endpoint). Other 10xGraph
-            providers (``"google"``...) are refused with ``GRAPH_010``: point ``base_url`` at
-            an OpenAI-compatible proxy for them instead.
+        provider: ``"openai"`` (any OpenAI-compatible endpoint), ``"google"`` (Gemini through
+            ``google-genai``, extra ``google``) or ``"anthropic"`` (Claude through
+            ``anthropic``, extra ``anthropic``); ``None`` infers it from the model name
+            (:func:`tenxgraph.models.providers.infer_provider`). Other values: ``GRAPH_010``.
         tool_node_name: 10xGraph's older spelling of ``tool_node="NAME"``.
         extra_messages: messages sent after the system prompt on every call.
         tools_tags: offer only the tools carrying at least one of these tags (``@tool(tags=)``
@@ -261,12 +271,16 @@ class Agent(BaseAgent):
         reasoning_config: ``{"effort": "low" | "medium" | "high"}`` or ``True`` (medium) is
             sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. Unset: ``medium``
             for reasoning models (names starting ``o1``, ``o3``, ``o4``, ``gpt-5``), nothing
-            for others. Keys other than ``effort`` are refused (``GRAPH_010``).
+            for others. Google and Anthropic map the effort to a thinking budget
+            (``tenxgraph.models.google.THINKING_BUDGETS`` / ``.anthropic.THINKING_BUDGETS``);
+            Google also takes ``thinking_budget`` (tokens) and ``thinking_level``. Other keys
+            are refused (``GRAPH_010``).
         retry_config: ``True`` (default: ``RetryConfig()``), ``False`` / ``None`` (no retry),
             a ``RetryConfig`` or a dict of its fields. Retries apply to models given by name;
             the circuit breaker to every target.
         fallback_models: model names (or ``(name, provider)`` tuples, or chat-model objects)
-            tried in order when the model raises ``ModelError``.
+            tried in order when the model raises ``ModelError``; a bare name has the agent's
+            provider. The answer's ``metadata["model"]`` names the model that answered.
         timeout_s: seconds per HTTP request for a model given by name (default: the
             process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
         skills: a ``tenxgraph.core.skills.SkillConfig``. ``mode="on-demand"``: a system message
@@ -335,12 +349,10 @@ class Agent(BaseAgent):
         ):
             if value is not None:
                 raise _unsupported(name, "leave it unset")
-        if provider not in (None, "openai"):
-            raise _unsupported(
-                "provider",
-                f"only OpenAI-compatible endpoints are spoken; serve {provider!r} models through "
-                "an OpenAI-compatible proxy (e.g. LiteLLM) and pass its base_url",
-            )
+        if provider not in (None, *PROVIDERS):
+            raise _unsupported("provider", f"use one of {PROVIDERS} (or leave it unset)")
+        if provider is None and isinstance(model, str):
+            provider = infer_provider(model)
         if output_type not in ("text", "json"):
             raise _unsupported("output_type", "only text (and JSON) answers are generated")
         if output_schema is not None and not (
@@ -363,21 +375,29 @@ class Agent(BaseAgent):
         params = dict(model_params)
         if output_type == "json" and output_schema is None:
             params.setdefault("response_format", {"type": "json_object"})
-        params.update(_reasoning_params(model, reasoning_config))
+        params.update(_reasoning_params(model, reasoning_config, provider or "openai"))
         self._model_kwargs: dict[str, Any] = {}
-        self.model: ChatModel = self._make_model(model, base_url, api_key, params, timeout_s)
+        self.model: ChatModel = self._make_model(
+            model, provider, base_url, api_key, params, timeout_s
+        )
         if not isinstance(model, str):
             self._model_kwargs = params
         self.fallbacks: list[ChatModel] = []
         for fb in fallback_models or ():
-            name, fb_provider = fb if isinstance(fb, tuple) else (fb, None)
-            if fb_provider not in (None, "openai"):
-                raise _unsupported(
-                    "fallback_models",
-                    f"fallback provider {fb_provider!r} is not OpenAI-compatible; reach it "
-                    "through an OpenAI-compatible proxy",
+            name, fb_provider = fb if isinstance(fb, tuple) else (fb, provider)
+            if fb_provider not in (None, *PROVIDERS):
+                raise _unsupported("fallback_models", f"a provider is one of {PROVIDERS}")
+            same = fb_provider == provider  # base_url / api_key belong to the primary's provider
+            self.fallbacks.append(
+                self._make_model(
+                    name,
+                    fb_provider,
+                    base_url if same else None,
+                    api_key if same else None,
+                    params if same else dict(model_params),
+                    timeout_s,
                 )
-            self.fallbacks.append(self._make_model(name, base_url, api_key, params, timeout_s))
+            )
         self._circuits: dict[tuple[str, str], _Circuit] = {}
         self.tool_node: ToolNode | None = None
         self.tool_node_ref: str | None = tool_node_name
@@ -492,13 +512,24 @@ class Agent(BaseAgent):
     def _make_model(
         self,
         model: Any,
+        provider: str | None,
         base_url: str | None,
         api_key: str | None,
         params: dict[str, Any],
         timeout_s: float | None,
     ) -> ChatModel:
+        rc = self.retry_config
+        if isinstance(model, str) and provider in ("google", "anthropic"):
+            return make_provider_model(
+                provider,
+                model,
+                base_url=base_url,
+                api_key=api_key,
+                timeout_s=timeout_s,
+                max_retries=rc.max_retries if rc is not None else 0,
+                params=params,
+            )
         if isinstance(model, str):
-            rc = self.retry_config
             return OpenAICompatModel(
                 model,
                 base_url=base_url,
@@ -595,7 +626,8 @@ class Agent(BaseAgent):
 
     # -- calling the model ---------------------------------------------------------------------
     def _target(self, model: Any) -> tuple[str, str]:
-        return (self.provider or "openai", str(getattr(model, "model", type(model).__name__)))
+        provider = getattr(model, "provider", None) or self.provider or "openai"
+        return (str(provider), str(getattr(model, "model", type(model).__name__)))
 
     def _circuit_allows(self, model: Any) -> bool:
         rc = self.retry_config

@@ -1,0 +1,368 @@
+"""Google's Gemini API through the official ``google-genai`` SDK (extra ``google``).
+
+:class:`GoogleModel` implements the chat-model protocol of :mod:`tenxgraph.models.base` over
+``generateContent`` / ``streamGenerateContent``: system messages become
+``system_instruction``, assistant turns ``model`` turns with ``function_call`` parts, tool
+results ``function_response`` parts; tools are offered as ``function_declarations``, and
+``reasoning_effort`` (set by ``Agent(reasoning_config=...)``) becomes
+``thinking_config.thinking_budget`` (:data:`THINKING_BUDGETS`, thoughts included). SDK errors
+become :class:`~tenxgraph.models.base.ModelError` (``MODEL_001``) with ``status_code`` and a
+``retryable`` flag (429 and 5xx), which ``Agent(fallback_models=...)`` reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
+from tenxgraph.models.openai_compat import to_openai_messages
+
+__all__ = ["THINKING_BUDGETS", "GoogleModel", "to_gemini_request"]
+
+#: ``reasoning_effort`` -> Gemini ``thinking_config.thinking_budget`` (tokens).
+THINKING_BUDGETS = {"minimal": 128, "low": 512, "medium": 8192, "high": 24576}
+_PASSED = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "max_tokens": "max_output_tokens",
+    "max_output_tokens": "max_output_tokens",
+    "stop": "stop_sequences",
+    "stop_sequences": "stop_sequences",
+    "seed": "seed",
+}
+
+
+def _sdk() -> tuple[Any, Any, Any]:
+    try:
+        genai = importlib.import_module("google.genai")
+        types = importlib.import_module("google.genai.types")
+        errors = importlib.import_module("google.genai.errors")
+    except ImportError:
+        raise ModelError(
+            "provider='google' needs the official SDK: pip install 'tenxgraph[google]'",
+            context={"model": "", "missing_package": "google-genai"},
+        ) from None
+    return genai, types, errors
+
+
+def to_gemini_request(
+    messages: list[Message], tools: list[dict[str, Any]] | None
+) -> tuple[str | None, list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Convert tenxgraph messages and OpenAI-style tools to Gemini's ``contents`` shape.
+
+    Args:
+        messages: the conversation, oldest first.
+        tools: OpenAI function-calling specs, or ``None``.
+
+    Returns:
+        ``(system_instruction, contents, tools)``: the joined system text (or ``None``), the
+        ``user`` / ``model`` turns (consecutive same-role turns merged), and one
+        ``{"function_declarations": [...]}`` tool (or ``None``).
+    """
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+
+    def add(role: str, parts: list[dict[str, Any]]) -> None:
+        if not parts:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["parts"].extend(parts)
+        else:
+            out.append({"role": role, "parts": parts})
+
+    for wire in to_openai_messages(messages):
+        role = wire["role"]
+        if role == "system":
+            system.append(str(wire.get("content") or ""))
+        elif role == "assistant":
+            parts: list[dict[str, Any]] = []
+            if wire.get("content"):
+                parts.append({"text": wire["content"]})
+            for call in wire.get("tool_calls") or ():
+                fn = call["function"]
+                names[call["id"]] = fn["name"]
+                try:
+                    args = orjson.loads(fn["arguments"] or "{}")
+                except orjson.JSONDecodeError:
+                    args = {"__raw_arguments__": fn["arguments"]}
+                parts.append(
+                    {"function_call": {"id": call["id"], "name": fn["name"], "args": args}}
+                )
+            add("model", parts)
+        elif role == "tool":
+            content = str(wire.get("content") or "")
+            try:
+                result = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                result = content
+            call_id = wire["tool_call_id"]
+            response = result if isinstance(result, dict) else {"result": result}
+            add(
+                "user",
+                [
+                    {
+                        "function_response": {
+                            "id": call_id,
+                            "name": names.get(call_id, call_id),
+                            "response": response,
+                        }
+                    }
+                ],
+            )
+        else:
+            user = wire.get("content")
+            if isinstance(user, list):
+                text = "".join(p.get("text", "") for p in user if p.get("type") == "text")
+            else:
+                text = str(user or "")
+            add("user", [{"text": text}])
+    specs = None
+    if tools:
+        decls = []
+        for t in tools:
+            fn = t["function"]
+            decl: dict[str, Any] = {"name": fn["name"], "description": fn.get("description") or ""}
+            if fn.get("parameters"):
+                decl["parameters_json_schema"] = fn["parameters"]
+            decls.append(decl)
+        specs = [{"function_declarations": decls}]
+    return ("\n\n".join(system) or None), out, specs
+
+
+def _usage(meta: Any) -> TokenUsages | None:
+    if meta is None:
+        return None
+    return TokenUsages(
+        prompt_tokens=int(getattr(meta, "prompt_token_count", 0) or 0),
+        completion_tokens=int(getattr(meta, "candidates_token_count", 0) or 0),
+        total_tokens=int(getattr(meta, "total_token_count", 0) or 0),
+        reasoning_tokens=int(getattr(meta, "thoughts_token_count", 0) or 0),
+        cache_read_input_tokens=int(getattr(meta, "cached_content_token_count", 0) or 0),
+    )
+
+
+def _parts(resp: Any) -> list[Any]:
+    candidates = getattr(resp, "candidates", None) or []
+    if not candidates or candidates[0].content is None:
+        return []
+    return list(candidates[0].content.parts or [])
+
+
+class GoogleModel:
+    """A Gemini model reached through ``google.genai.Client(...).aio``.
+
+    Args:
+        model: the model name (``"gemini-2.5-flash"``; a ``"google/"`` or ``"gemini/"`` prefix
+            is dropped).
+        api_key: the key (default: the SDK reads ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``).
+        base_url: another endpoint (default: the SDK's; ``GOOGLE_GEMINI_BASE_URL`` is read by
+            the SDK too).
+        timeout_s: per-request timeout in seconds (default: the SDK's).
+        **params: default request parameters: ``temperature``, ``top_p``, ``top_k``,
+            ``max_tokens``, ``stop``, ``seed``, ``reasoning_effort`` (mapped by
+            :data:`THINKING_BUDGETS`), ``thinking_budget`` (tokens, passed as it is), ``thinking_level`` (mapped like an effort),
+            ``response_format`` (``json_object`` / ``json_schema``: JSON output).
+
+    Raises:
+        ModelError: ``MODEL_001`` when ``google-genai`` is not installed.
+    """
+
+    provider = "google"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float | None = None,
+        **params: Any,
+    ) -> None:
+        genai, types, errors = _sdk()
+        head, sep, rest = model.partition("/")
+        name = rest if sep and head.lower() in ("google", "gemini") else model
+        self.model = name.removeprefix("models/")
+        self.params = params
+        self._types = types
+        self._errors = errors
+        http: dict[str, Any] = {}
+        if base_url is not None:
+            http["base_url"] = base_url
+        if timeout_s is not None:
+            http["timeout"] = int(timeout_s * 1000)
+        kwargs: dict[str, Any] = {}
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+        if http:
+            kwargs["http_options"] = types.HttpOptions(**http)
+        self._genai = genai
+        self._client_kwargs = kwargs
+        self._client_obj: Any = None
+
+    @property
+    def _client(self) -> Any:
+        # built on first use: the SDK wants a key at construction, and an Agent is often
+        # built at import time, before the environment is read (as 10xGraph's pages do)
+        if self._client_obj is None:
+            try:
+                self._client_obj = self._genai.Client(**self._client_kwargs)
+            except ValueError as exc:
+                raise ModelError(
+                    f"google model {self.model!r}: {exc} (set GEMINI_API_KEY or pass api_key=)",
+                    context={"model": self.model, "provider": "google", "retryable": False},
+                ) from None
+        return self._client_obj
+
+    def __repr__(self) -> str:
+        return f"GoogleModel({self.model!r})"
+
+    def _request(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, kwargs: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], Any]:
+        params = {**self.params, **kwargs}
+        system, contents, specs = to_gemini_request(messages, tools)
+        config: dict[str, Any] = {}
+        if system:
+            config["system_instruction"] = system
+        if specs:
+            config["tools"] = specs
+            config["automatic_function_calling"] = {"disable": True}
+        for key, target in _PASSED.items():
+            if params.get(key) is not None:
+                config[target] = params[key]
+        budget = params.get("thinking_budget")
+        effort = params.get("thinking_level") or params.get("reasoning_effort")
+        if budget is None and effort in THINKING_BUDGETS:
+            budget = THINKING_BUDGETS[effort]
+        if budget is not None:
+            config["thinking_config"] = {"thinking_budget": int(budget), "include_thoughts": True}
+        fmt = params.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+            config["response_mime_type"] = "application/json"
+            schema = (fmt.get("json_schema") or {}).get("schema")
+            if schema:
+                config["response_json_schema"] = schema
+        return contents, self._types.GenerateContentConfig(**config)
+
+    def _error(self, exc: Exception) -> ModelError:
+        status = getattr(exc, "code", None)
+        retryable = not isinstance(status, int) or status == 429 or status >= 500
+        return ModelError(
+            f"google model {self.model!r} failed: {type(exc).__name__}"
+            + (f" (HTTP {status}: {getattr(exc, 'status', '')})" if status else ""),
+            context={
+                "model": self.model,
+                "provider": "google",
+                "status_code": status,
+                "retryable": retryable,
+                "provider_error": getattr(exc, "status", None),
+            },
+        )
+
+    def _message(self, parts: list[Any], usage: Any, finish: Any, resp_id: Any) -> Message:
+        text: list[str] = []
+        thoughts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for part in parts:
+            call = getattr(part, "function_call", None)
+            if call is not None:
+                calls.append(
+                    {
+                        "id": call.id or new_tool_call_id(),
+                        "name": call.name,
+                        "arguments": dict(call.args or {}),
+                    }
+                )
+            elif getattr(part, "text", None):
+                (thoughts if part.thought else text).append(part.text)
+        metadata = {
+            "model": self.model,
+            "provider": "google",
+            "finish_reason": str(finish.value) if finish is not None else None,
+            "response_id": resp_id,
+        }
+        return assistant_message(
+            "".join(text) or None,
+            calls,
+            reasoning="".join(thoughts) or None,
+            usages=_usage(usage),
+            metadata={k: v for k, v in metadata.items() if v is not None},
+        )
+
+    async def agenerate(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
+    ) -> Message:
+        """Answer with one assistant message (protocol of :mod:`tenxgraph.models.base`).
+
+        Args:
+            messages: the conversation, oldest first.
+            tools: OpenAI-style tool specs, or ``None``.
+            **kwargs: per-call parameters (see the class).
+
+        Returns:
+            The assistant message (text, function calls, thoughts as ``reasoning``, usage).
+
+        Raises:
+            ModelError: ``MODEL_001`` for an API / HTTP error (``context['retryable']``).
+        """
+        contents, config = self._request(messages, tools, kwargs)
+        try:
+            resp = await self._client.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        except (self._errors.APIError, OSError) as exc:
+            raise self._error(exc) from None
+        cands = resp.candidates or []
+        finish = cands[0].finish_reason if cands else None
+        return self._message(_parts(resp), resp.usage_metadata, finish, resp.response_id)
+
+    async def astream(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
+    ) -> AsyncIterator[Message]:
+        """Stream (``streamGenerateContent``, SSE): text fragments, then the whole answer.
+
+        Args:
+            messages: the conversation, oldest first.
+            tools: OpenAI-style tool specs, or ``None``.
+            **kwargs: per-call parameters (see the class).
+
+        Yields:
+            Delta messages (``delta=True``), then the final assistant message.
+
+        Raises:
+            ModelError: ``MODEL_001`` for an API / HTTP error.
+        """
+        contents, config = self._request(messages, tools, kwargs)
+        parts: list[Any] = []
+        usage: Any = None
+        finish: Any = None
+        resp_id: Any = None
+        try:
+            stream = await self._client.aio.models.generate_content_stream(
+                model=self.model, contents=contents, config=config
+            )
+            async for chunk in stream:
+                usage = chunk.usage_metadata or usage
+                resp_id = chunk.response_id or resp_id
+                cands = chunk.candidates or []
+                if cands and cands[0].finish_reason is not None:
+                    finish = cands[0].finish_reason
+                for part in _parts(chunk):
+                    parts.append(part)
+                    if getattr(part, "function_call", None) is None and part.text:
+                        if part.thought:
+                            yield Message(
+                                role="assistant", content=[], reasoning=part.text, delta=True
+                            )
+                        else:
+                            yield Message(role="assistant", content=part.text, delta=True)
+        except (self._errors.APIError, OSError) as exc:
+            raise self._error(exc) from None
+        yield self._message(parts, usage, finish, resp_id)

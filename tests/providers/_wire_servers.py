@@ -1,0 +1,296 @@
+"""Local HTTP servers on 127.0.0.1 speaking Gemini's and Anthropic's wire protocols.
+
+Each server answers from a queue of scripted :class:`Answer` s (text, function calls, or an
+HTTP error) and records every request body. :class:`GeminiServer` serves
+``POST /v1beta/models/{model}:generateContent`` (JSON) and ``:streamGenerateContent?alt=sse``
+(one ``data:`` event per text piece, then the function calls and ``usageMetadata``).
+:class:`AnthropicServer` serves ``POST /v1/messages``, as JSON or, for ``"stream": true``, as
+the Messages API's event stream (``message_start``, ``content_block_*`` with ``text_delta`` /
+``input_json_delta``, ``message_delta``, ``message_stop``). The official SDKs are pointed at
+them through ``base_url``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Answer:
+    """One scripted answer: ``text`` and/or ``calls`` ``[(name, args)]``, or an error ``status``."""
+
+    text: str | None = None
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    status: int = 200
+    thought: str | None = None
+
+
+class _Base:
+    def __init__(self) -> None:
+        self.answers: list[Answer] = []
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(size) or b"{}")
+                with outer._lock:
+                    outer.requests.append(body)
+                    outer.paths.append(self.path)
+                    answer = outer.answers.pop(0) if outer.answers else Answer(text="(default)")
+                outer.handle(self, self.path, body, answer)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], a: Answer) -> None:
+        raise NotImplementedError  # each server overrides it
+
+    @staticmethod
+    def send_json(h: BaseHTTPRequestHandler, status: int, data: dict[str, Any]) -> None:
+        raw = json.dumps(data).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(raw)))
+        h.end_headers()
+        h.wfile.write(raw)
+
+    @staticmethod
+    def send_sse(
+        h: BaseHTTPRequestHandler, events: list[tuple[str | None, dict[str, Any]]]
+    ) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        for name, data in events:
+            line = (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
+            h.wfile.write(line.encode())
+            h.wfile.flush()
+        h.close_connection = True
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _pieces(text: str) -> list[str]:
+    words = text.split(" ")
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+class GeminiServer(_Base):
+    """Gemini API (``generateContent`` / ``streamGenerateContent``) on 127.0.0.1."""
+
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], a: Answer) -> None:
+        model = path.split("/models/")[-1].split(":")[0]
+        if a.status != 200:
+            self.send_json(
+                h,
+                a.status,
+                {
+                    "error": {
+                        "code": a.status,
+                        "message": "scripted failure",
+                        "status": "UNAVAILABLE",
+                    }
+                },
+            )
+            return
+        usage = {"promptTokenCount": 11, "candidatesTokenCount": 7, "totalTokenCount": 18}
+        calls = [
+            {"functionCall": {"id": "fc_" + uuid.uuid4().hex[:8], "name": n, "args": args}}
+            for n, args in a.calls
+        ]
+        thought = [{"text": a.thought, "thought": True}] if a.thought else []
+        if ":streamGenerateContent" in path:
+            chunks = [[{"text": p}] for p in _pieces(a.text or "")] if a.text else []
+            if thought:
+                chunks.insert(0, thought)
+            if calls:
+                chunks.append(calls)
+            events = []
+            for i, parts in enumerate(chunks or [[]]):
+                cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+                chunk: dict[str, Any] = {"candidates": [cand], "modelVersion": model}
+                if i == len(chunks or [[]]) - 1:
+                    cand["finishReason"] = "STOP"
+                    chunk["usageMetadata"] = usage
+                events.append((None, chunk))
+            self.send_sse(h, events)
+            return
+        parts = [*thought, *([{"text": a.text}] if a.text else []), *calls]
+        self.send_json(
+            h,
+            200,
+            {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": parts},
+                        "finishReason": "STOP",
+                        "index": 0,
+                    }
+                ],
+                "usageMetadata": usage,
+                "modelVersion": model,
+                "responseId": "resp_" + uuid.uuid4().hex[:8],
+            },
+        )
+
+
+class AnthropicServer(_Base):
+    """Anthropic Messages API (``POST /v1/messages``, JSON and SSE) on 127.0.0.1."""
+
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], a: Answer) -> None:
+        if a.status != 200:
+            kind = "overloaded_error" if a.status >= 500 else "invalid_request_error"
+            self.send_json(
+                h, a.status, {"type": "error", "error": {"type": kind, "message": "scripted"}}
+            )
+            return
+        blocks: list[dict[str, Any]] = []
+        if a.thought:
+            blocks.append({"type": "thinking", "thinking": a.thought, "signature": "sig"})
+        if a.text:
+            blocks.append({"type": "text", "text": a.text})
+        for name, args in a.calls:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": "toolu_" + uuid.uuid4().hex[:8],
+                    "name": name,
+                    "input": args,
+                }
+            )
+        stop = "tool_use" if a.calls else "end_turn"
+        msg = {
+            "id": "msg_" + uuid.uuid4().hex[:8],
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "content": blocks,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 6},
+        }
+        if not body.get("stream"):
+            self.send_json(h, 200, msg)
+            return
+        start = {
+            **msg,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 12, "output_tokens": 1},
+        }
+        events: list[tuple[str | None, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": start})
+        ]
+        for i, b in enumerate(blocks):
+            if b["type"] == "text":
+                events.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": i,
+                            "content_block": {"type": "text", "text": ""},
+                        },
+                    )
+                )
+                for p in _pieces(b["text"]):
+                    events.append(
+                        (
+                            "content_block_delta",
+                            {
+                                "type": "content_block_delta",
+                                "index": i,
+                                "delta": {"type": "text_delta", "text": p},
+                            },
+                        )
+                    )
+            elif b["type"] == "thinking":
+                events.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": i,
+                            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                        },
+                    )
+                )
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "thinking_delta", "thinking": b["thinking"]},
+                        },
+                    )
+                )
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "signature_delta", "signature": "sig"},
+                        },
+                    )
+                )
+            else:
+                events.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": i,
+                            "content_block": {
+                                "type": "tool_use",
+                                "id": b["id"],
+                                "name": b["name"],
+                                "input": {},
+                            },
+                        },
+                    )
+                )
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {
+                                "type": "input_json_delta",
+                                "partial_json": json.dumps(b["input"]),
+                            },
+                        },
+                    )
+                )
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 6},
+                },
+            )
+        )
+        events.append(("message_stop", {"type": "message_stop"}))
+        self.send_sse(h, events)
