@@ -137,6 +137,9 @@ class RunLease:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         cp = self.cp
+        # The store's expiry counts from when it granted, which is after the request was sent:
+        # the in-process lease deadline (check_held) counts from the send, never later.
+        sent = time.monotonic()
         grant, loaded = await cp.aload_leased(
             self.config, self.holder, queue=strategy != "reject", state_cls=state_cls
         )
@@ -169,7 +172,7 @@ class RunLease:
                     if not (peeked.expires_in_s == 0.0 and peeked.ahead == 0):
                         grant = peeked
                         continue
-                refreshed = time.monotonic()
+                refreshed = sent = time.monotonic()
                 grant, loaded = await cp.aload_leased(
                     self.config, self.holder, queue=True, state_cls=state_cls
                 )
@@ -184,7 +187,7 @@ class RunLease:
                     log.warning("could not leave the queue of a thread: %s", type(exc).__name__)
             raise
         self.waited_s = time.monotonic() - t0
-        self._renewed_at = time.monotonic()
+        self._renewed_at = sent
         self.fence = grant.fence
         if asked_stop:
             # The previous holder stopped (or ended): withdraw the request so that this run

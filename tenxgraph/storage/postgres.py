@@ -239,7 +239,8 @@ class PostgresStore:
             ``connect_timeout``, rounded up to whole seconds, at least 2).
         answer_timeout_s: seconds a statement of the store may wait for the server's answer
             (default 10; ``None``: forever). Past it the connection is shut down and the call
-            fails as on a lost connection: a read with ``TransientStorageError``, a
+            fails as on a lost connection (not retried): a read with ``TransientStorageError``
+            within ``answer_timeout_s + CHECK_TIMEOUT_S`` of getting its connection, a
             checkpoint write by reading its outcome back (``READ_BACK_BUDGET_S``), so a
             black-holed connection (no packet in either direction) ends a write within
             ``answer_timeout_s + CHECK_TIMEOUT_S + READ_BACK_BUDGET_S`` (10 + 2 + 5 s by
@@ -613,7 +614,10 @@ class PostgresStore:
                 gone = _connection_gone(exc)
                 if gone:
                     await _check_pool(pool)
-                if attempt == 0 and gone and retry_dead:
+                # A connection found dead is retried once on a checked one, but not one that
+                # went silent (the answer timeout fired): the route itself may be lost, and a
+                # retry would wait for the pool's timeout on top of the answer timeout.
+                if attempt == 0 and gone and retry_dead and not (watchdog and watchdog.fired):
                     continue
                 if attempt == 0 and getattr(exc, "sqlstate", None) in _PREPARED_LOST:
                     self._stop_preparing()

@@ -200,14 +200,18 @@ async def test_reads_pin_the_head_and_a_lost_rewind_can_retry(backend: Backend) 
         assert "too large" in str(big.value)
     with pytest.raises(ResourceNotFoundError):  # the largest one is a plain missing version
         await app.aget_state({"thread_id": "tt-pin"}, version=2**63 - 1)
-    # Reading an old version or the history pins the head seen, as a plain get_state does.
+    # Reading an old version or the history pins the head seen, as a plain get_state does
+    # (a further page of history, with ``before``, sees no head and pins nothing).
     for read in (
         lambda c: app.aget_state(c, version=3),
-        lambda c: app.aget_state_history(c, limit=2, before=5),
+        lambda c: app.aget_state_history(c, limit=2),
     ):
         cfg: dict[str, Any] = {"thread_id": "tt-pin"}
         await read(cfg)
         assert cfg["_checkpoint_version"] == LAST
+    paged: dict[str, Any] = {"thread_id": "tt-pin"}
+    await app.aget_state_history(paged, limit=2, before=5)
+    assert "_checkpoint_version" not in paged
     assert await app.aget_state_history(missing := {"thread_id": "tt-pin-none"}) == []
     assert missing["_checkpoint_version"] == 0
     # ... so a rewind after a concurrent one is refused instead of landing on top of it.

@@ -1041,16 +1041,18 @@ class BaseCheckpointer(Generic[StateT]):
             warning and a ``tenxgraph.row.skipped`` span event); the others are returned.
             Each stored message row is decoded once per call, so the snapshots share the
             ``Message`` objects of the messages they have in common (messages are values).
-            Like ``aget_state`` it records the head version it saw in
-            ``config["_checkpoint_version"]`` (0 for a missing thread), read before the
-            versions, so a following ``arewind(config, ...)`` is a compare-and-swap against
-            the history the caller inspected.
+            Like ``aget_state``, a call without ``before`` records the head version it saw
+            in ``config["_checkpoint_version"]`` (the newest version listed, 0 for a missing
+            thread; no extra query), so a following ``arewind(config, ...)`` is a
+            compare-and-swap against the history the caller inspected; a call with
+            ``before`` (a further page) leaves it as the first page set it.
         """
         await self._ensure_setup()
         key = self._key(config)
         if self.store is None:
             return await self._custom_history(config, key, limit, before, state_cls)
-        config["_checkpoint_version"] = await self.store.current_version(key) or 0
+        if before is None and limit == 0:
+            config["_checkpoint_version"] = await self.store.current_version(key) or 0
         cls = state_cls or self.state_class
         out: list[StateSnapshot] = []
         bad: list[SerializationError] = []
@@ -1060,6 +1062,8 @@ class BaseCheckpointer(Generic[StateT]):
         while remaining is None or remaining > 0:
             page = HISTORY_PAGE if remaining is None else min(HISTORY_PAGE, remaining)
             recs = await self.store.history(key, limit=page, before=below)
+            if below is None and before is None:  # the first page starts at the head
+                config["_checkpoint_version"] = recs[0].version if recs else 0
             for rec in recs:
                 try:
                     loaded = self._decode(rec, cls, memo)
