@@ -17,6 +17,7 @@ from tenxgraph.core.exceptions import ResourceNotFoundError
 from ._body import check_id, read_model
 from ._context import ServerContext
 from ._envelope import ApiError, json_response
+from ._thread_lease import thread_write_lease
 from .schemas import ConfigBody, PutMessagesBody, PutStateBody
 
 __all__ = ["ThreadRoutes"]
@@ -78,7 +79,8 @@ class ThreadRoutes:
         cfg = await self._cfg(request, body.config)
         if "execution_meta" in body.state:
             raise ApiError(422, "VALIDATION_000", "execution_meta is written by the runtime only")
-        await self.ctx.graph.aupdate_state(cfg, body.state)
+        async with thread_write_lease(self.ctx, cfg):
+            await self.ctx.graph.aupdate_state(cfg, body.state)
         state = await self.ctx.graph.aget_state(cfg)
         return json_response(request, {"state": self._state_out(state), "updated": True})
 
@@ -87,7 +89,8 @@ class ThreadRoutes:
         404 when there is nothing of it for this user."""
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
-        res = await self.ctx.graph.checkpointer.aclear_state(cfg)
+        async with thread_write_lease(self.ctx, cfg):
+            res = await self.ctx.graph.checkpointer.aclear_state(cfg)
         if not res:
             raise _not_found(cfg["thread_id"])
         return json_response(
@@ -108,7 +111,8 @@ class ThreadRoutes:
         for m in body.messages:
             check_id(m.message_id, "message_id")
         cfg = await self._cfg(request, body.config)
-        await self.ctx.graph.checkpointer.aput_messages(cfg, body.messages, body.metadata)
+        async with thread_write_lease(self.ctx, cfg):
+            await self.ctx.graph.checkpointer.aput_messages(cfg, body.messages, body.metadata)
         ids = [m.message_id for m in body.messages]
         return json_response(
             request, {"success": True, "message": "Messages put successfully", "data": ids}
@@ -137,7 +141,8 @@ class ThreadRoutes:
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
         mid = check_id(request.path_params["message_id"], "message_id")
-        res = await self.ctx.graph.checkpointer.adelete_message(cfg, mid)
+        async with thread_write_lease(self.ctx, cfg):
+            res = await self.ctx.graph.checkpointer.adelete_message(cfg, mid)
         if not res:
             raise ResourceNotFoundError(
                 f"no message {mid!r} in thread {cfg['thread_id']!r}",
@@ -171,7 +176,8 @@ class ThreadRoutes:
         """``DELETE /v1/threads/{id}``: delete every version, message and ledger row."""
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
-        res = await self.ctx.graph.checkpointer.aclean_thread(cfg)
+        async with thread_write_lease(self.ctx, cfg):
+            res = await self.ctx.graph.checkpointer.aclean_thread(cfg)
         if not res:
             raise _not_found(cfg["thread_id"])
         return json_response(

@@ -1,0 +1,82 @@
+"""Fixes found by a fresh user of ``tenxgraph serve``: thread writes wait for a running turn,
+authentication without a user, error texts, paging bounds and message dicts in a state
+update (one Postgres-backed server process)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import PG_DSN
+
+from ._harness import Server, make_folder
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def server(module_schema: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    config = make_folder(tmp_path_factory.mktemp("fixes"))
+    srv = Server(config, {"TXG_STORE": "postgres", "TXG_DSN": PG_DSN, "TXG_SCHEMA": module_schema})
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        yield c
+
+
+def _msg(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text, "message_id": uuid.uuid4().hex}
+
+
+def _data(r: httpx.Response) -> Any:
+    assert r.status_code == 200, r.text
+    return r.json()["data"]
+
+
+def _wait_running(client: httpx.Client, thread: str) -> None:
+    deadline = time.monotonic() + 20
+    while True:  # a checkpoint of the slow turn says it is under way
+        state = _data(client.get(f"/v1/threads/{thread}/state"))["state"]
+        if state is not None and state["execution_meta"]["status"] == "running":
+            return
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_thread_writes_wait_for_the_running_turn(client: httpx.Client, server: Server) -> None:
+    """A PUT state and a POST messages during a turn wait for its lease: the turn finishes
+    (200, not a conflict) and the thread holds both the turn and the writes."""
+    thread = uuid.uuid4().hex
+    _data(
+        client.post(
+            "/v1/graph/invoke", json={"messages": [_msg("hi")], "config": {"thread_id": thread}}
+        )
+    )
+    body = {"messages": [_msg("slow turn")], "config": {"thread_id": thread}}
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(httpx.post, server.url + "/v1/graph/invoke", json=body, timeout=30)
+        _wait_running(client, thread)
+        put = client.put(f"/v1/threads/{thread}/state", json={"state": {"context_summary": "S"}})
+        assert put.status_code == 200, put.text
+        added = client.post(f"/v1/threads/{thread}/messages", json={"messages": [_msg("later")]})
+        assert added.status_code == 200, added.text
+        assert running.result().status_code == 200, running.result().text
+    state = _data(client.get(f"/v1/threads/{thread}/state"))["state"]
+    texts = [m["content"][0]["text"] for m in state["context"]]
+    assert texts[4:8] == ["slow turn", "first: slow turn", "second: slow turn", "third: slow turn"]
+    assert state["context_summary"] == "S"
+    assert state["execution_meta"]["status"] == "completed"
+    msgs = _data(client.get(f"/v1/threads/{thread}/messages"))["messages"]
+    assert [m["content"][0]["text"] for m in msgs][-1] == "later"
