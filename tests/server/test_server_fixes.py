@@ -12,7 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.requests import Request
 
+from tenxgraph.server._envelope import ApiError
+from tenxgraph.server.auth import BaseAuth, authenticate
 from tests.conftest import PG_DSN
 
 from ._harness import Server, make_folder
@@ -80,3 +83,38 @@ def test_thread_writes_wait_for_the_running_turn(client: httpx.Client, server: S
     assert state["execution_meta"]["status"] == "completed"
     msgs = _data(client.get(f"/v1/threads/{thread}/messages"))["messages"]
     assert [m["content"][0]["text"] for m in msgs][-1] == "later"
+
+
+class _Returns(BaseAuth):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def authenticate(self, request: Any, response: Any, credential: Any) -> Any:
+        return self.value
+
+
+class _Raises(BaseAuth):
+    def authenticate(self, request: Any, response: Any, credential: Any) -> Any:
+        raise RuntimeError("key server said: secret-internal-detail")
+
+
+def _request() -> Request:
+    return Request({"type": "http", "method": "GET", "path": "/", "headers": []})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("value", [None, {}, {"role": "x"}])
+async def test_an_authenticator_naming_no_user_refuses(value: Any) -> None:
+    """Only a server without auth serves ``"anonymous"``; an authenticator's ``None`` / ``{}``
+    is refused as a bad token."""
+    with pytest.raises(ApiError) as err:
+        await authenticate(_Returns(value), _request())
+    assert err.value.status == 403 and err.value.code == "INVALID_TOKEN"
+    assert await authenticate(None, _request()) == {"user_id": "anonymous"}
+
+
+@pytest.mark.anyio
+async def test_an_authenticator_exception_text_is_not_sent() -> None:
+    with pytest.raises(ApiError) as err:
+        await authenticate(_Raises(), _request())
+    assert err.value.status == 403 and "secret" not in err.value.message
