@@ -81,6 +81,7 @@ async def read_model(
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         details = [
-            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False)
         ]
         raise ApiError(422, "VALIDATION_ERROR", "request body is invalid", details) from None

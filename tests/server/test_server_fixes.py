@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from starlette.requests import Request
 
@@ -118,3 +119,19 @@ async def test_an_authenticator_exception_text_is_not_sent() -> None:
     with pytest.raises(ApiError) as err:
         await authenticate(_Raises(), _request())
     assert err.value.status == 403 and "secret" not in err.value.message
+
+
+def test_error_texts_sent_to_clients_carry_no_internals(client: httpx.Client) -> None:
+    """A node exception's text stays out of the stream's error line (as out of invoke's 500);
+    pydantic's documentation links and a long Last-Event-ID are not echoed."""
+    thread = uuid.uuid4().hex
+    body = {"messages": [_msg("boom")], "config": {"thread_id": thread}}
+    with client.stream("POST", "/v1/graph/stream", json=body) as resp:
+        last = [orjson.loads(x) for x in resp.iter_lines() if x.strip()][-1]
+    assert last["event"] == "error" and last["data"]["error_code"] == "INTERNAL_ERROR"
+    assert "internal detail" not in orjson.dumps(last).decode()
+    bad = {"messages": [{"role": "user", "content": 5}], "config": {"thread_id": thread}}
+    r = client.post("/v1/graph/invoke", json=bad)
+    assert 400 <= r.status_code < 500 and "errors.pydantic.dev" not in r.text, r.text
+    r = client.post("/v1/graph/stream", json=body, headers={"Last-Event-ID": "1:" + "x" * 5000})
+    assert r.status_code == 422 and "x" * 101 not in r.text, r.text
