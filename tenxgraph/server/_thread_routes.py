@@ -23,16 +23,26 @@ from .schemas import ConfigBody, PutMessagesBody, PutStateBody
 __all__ = ["ThreadRoutes"]
 
 
+#: the largest offset / limit a list route takes: a store's BIGINT (int64)
+INT64_MAX = 2**63 - 1
+
+
 def _int_query(request: Request, name: str, minimum: int) -> int | None:
+    """A paging query parameter: decimal digits only (optionally ``-``, refused below
+    ``minimum``), at most :data:`INT64_MAX`; 422 before any store call otherwise."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(422, "VALIDATION_ERROR", f"{name} must be an integer") from None
-    if value < minimum:
-        raise ApiError(422, "VALIDATION_ERROR", f"{name} must be >= {minimum}")
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+        raise ApiError(
+            422, "VALIDATION_ERROR", f"{name} must be an integer from {minimum} to {INT64_MAX}"
+        )
+    value = int(raw)
+    if value < minimum or value > INT64_MAX:
+        raise ApiError(
+            422, "VALIDATION_ERROR", f"{name} must be an integer from {minimum} to {INT64_MAX}"
+        )
     return value
 
 

@@ -135,3 +135,23 @@ def test_error_texts_sent_to_clients_carry_no_internals(client: httpx.Client) ->
     assert 400 <= r.status_code < 500 and "errors.pydantic.dev" not in r.text, r.text
     r = client.post("/v1/graph/stream", json=body, headers={"Last-Event-ID": "1:" + "x" * 5000})
     assert r.status_code == 422 and "x" * 101 not in r.text, r.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=99999999999999999999",
+        "offset=9223372036854775808",
+        "limit=99999999999999999999",
+        "offset=-1",
+        "limit=0",
+        "offset=1_000",
+        "offset=%EF%BC%91",
+    ],
+)
+def test_paging_bounds_are_checked_before_the_store(client: httpx.Client, query: str) -> None:
+    thread = uuid.uuid4().hex
+    for path in ("/v1/threads", f"/v1/threads/{thread}/messages"):
+        r = client.get(f"{path}?{query}")
+        assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
+    assert client.get("/v1/threads?offset=9223372036854775807&limit=1").status_code == 200
