@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 
-from ._body import check_id, read_model
+from ._body import check_id, parse_messages, read_model
 from ._context import ServerContext
 from ._envelope import ApiError, json_response
 from ._thread_lease import thread_write_lease
@@ -89,6 +89,9 @@ class ThreadRoutes:
         cfg = await self._cfg(request, body.config)
         if "execution_meta" in body.state:
             raise ApiError(422, "VALIDATION_000", "execution_meta is written by the runtime only")
+        if isinstance(body.state.get("context"), list):
+            # message dicts, as invoke's "messages" takes them
+            body.state["context"] = parse_messages(body.state["context"], "context")
         async with thread_write_lease(self.ctx, cfg):
             await self.ctx.graph.aupdate_state(cfg, body.state)
         state = await self.ctx.graph.aget_state(cfg)

@@ -155,3 +155,20 @@ def test_paging_bounds_are_checked_before_the_store(client: httpx.Client, query:
         r = client.get(f"{path}?{query}")
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
     assert client.get("/v1/threads?offset=9223372036854775807&limit=1").status_code == 200
+
+
+def test_put_state_parses_message_dicts_in_context(client: httpx.Client) -> None:
+    thread = uuid.uuid4().hex
+    _data(
+        client.post(
+            "/v1/graph/invoke", json={"messages": [_msg("hi")], "config": {"thread_id": thread}}
+        )
+    )
+    added = _msg("set by PUT")
+    put = client.put(f"/v1/threads/{thread}/state", json={"state": {"context": [added]}})
+    assert put.status_code == 200, put.text
+    texts = [m["content"][0]["text"] for m in _data(put)["state"]["context"]]
+    assert texts[-1] == "set by PUT"
+    bad = client.put(f"/v1/threads/{thread}/state", json={"state": {"context": [{"role": 5}]}})
+    assert bad.status_code == 422 and bad.json()["error"]["details"][0]["loc"][:2] == ["context", 0]
+    assert "errors.pydantic.dev" not in bad.text
