@@ -14,6 +14,8 @@ import orjson
 import pydantic
 from starlette.requests import Request
 
+from tenxgraph.core.state import Message
+
 from ._envelope import ApiError
 
 __all__ = ["check_id", "read_model"]
@@ -80,7 +82,38 @@ async def read_model(
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        details = [
-            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()
-        ]
-        raise ApiError(422, "VALIDATION_ERROR", "request body is invalid", details) from None
+        raise _invalid(exc, "request body is invalid", ()) from None
+
+
+def _invalid(exc: pydantic.ValidationError, message: str, prefix: tuple[Any, ...]) -> ApiError:
+    details = [
+        {"loc": [*prefix, *e["loc"]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False)
+    ]
+    return ApiError(422, "VALIDATION_ERROR", message, details)
+
+
+def parse_messages(items: list[Any], field: str) -> list[Any]:
+    """``items`` with every dict parsed as a :class:`~tenxgraph.core.state.Message` (as the
+    messages of an invoke body are; other items are left to the runtime's own check).
+
+    Args:
+        items: the values of a message-list field of a request body.
+        field: the field's name (for the error's ``loc``).
+
+    Raises:
+        ApiError: 422 ``VALIDATION_ERROR`` for a dict that is not a valid message (details
+            name ``[field, index, ...]``); 422 ``VALIDATION_000`` for a bad ``message_id``.
+    """
+    out: list[Any] = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            try:
+                msg = Message.model_validate(item)
+            except pydantic.ValidationError as exc:
+                raise _invalid(exc, f"{field}[{i}] is not a valid message", (field, i)) from None
+            check_id(msg.message_id, "message_id")
+            out.append(msg)
+        else:
+            out.append(item)
+    return out

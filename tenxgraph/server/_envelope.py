@@ -106,6 +106,21 @@ def json_response(
     )
 
 
+#: the message of a 500 for a foreign (non-tenxgraph) exception, whose own text may carry
+#: internals: it goes to the server log only
+INTERNAL_MESSAGE = "internal server error; see the server log"
+
+
+#: pydantic's "For further information visit https://errors.pydantic.dev/..." line
+_PYDANTIC_URL = re.compile(r"\s*For further information visit https://errors\.pydantic\.dev/\S*")
+
+
+def public_text(message: str) -> str:
+    """``message`` without pydantic's documentation links (a validation error's text as sent
+    to a client)."""
+    return _PYDANTIC_URL.sub("", message)
+
+
 def status_for(exc: BaseException) -> tuple[int, str]:
     """The HTTP status and envelope code of an exception raised while serving a request.
 
@@ -140,9 +155,9 @@ def error_response(request: Request, exc: BaseException) -> Response:
     if isinstance(exc, ApiError):
         message, details = exc.message, exc.details
     elif isinstance(exc, TenxGraphError):
-        message, details = exc.message, [exc.context] if exc.context else []
+        message, details = public_text(exc.message), [exc.context] if exc.context else []
     else:
-        message, details = "internal server error; see the server log", []
+        message, details = INTERNAL_MESSAGE, []
     meta = request_meta(request, message)
     body = {"error": {"code": code, "message": message, "details": details}, "metadata": meta}
     return Response(

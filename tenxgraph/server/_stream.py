@@ -35,16 +35,39 @@ import anyio
 import orjson
 from anyio.abc import TaskGroup
 
+from tenxgraph.core.exceptions import ERROR_CODES
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
 from tenxgraph.utils.constants import ResponseGranularity
 
-from ._envelope import ApiError
+from ._envelope import INTERNAL_MESSAGE, ApiError, public_text
 
 __all__ = ["parse_cursor", "stream_ndjson"]
 
 logger = logging.getLogger("tenxgraph.server")
+
+
+def _public_error(data: dict[str, Any]) -> dict[str, Any]:
+    """An error line's ``data`` as invoke's 500 would say it: a tenxgraph error keeps its code
+    and message; a foreign exception's text (which may carry internals) is replaced by the
+    generic message and the code ``INTERNAL_ERROR``."""
+    if data.get("error_code") in ERROR_CODES:
+        return {
+            **data,
+            "reason": public_text(str(data.get("reason") or "")),
+            "message": public_text(str(data.get("message") or "")),
+        }
+    return {
+        **data,
+        "error_code": "INTERNAL_ERROR",
+        "reason": INTERNAL_MESSAGE,
+        "message": INTERNAL_MESSAGE,
+    }
+
+
+#: the longest part of a client's ``Last-Event-ID`` echoed in an error (characters)
+ECHO_MAX = 100
 
 
 def parse_cursor(value: str | None) -> tuple[int, str] | None:
@@ -93,6 +116,8 @@ class _Lines:
             self.sent.add(self.last_mid)
         self.seq += 1
         body = chunk.model_dump(mode="json")
+        if chunk.event == StreamEvent.ERROR:
+            body["data"] = _public_error(body.get("data") or {})
         body["metadata"] = {
             **(body.get("metadata") or {}),
             "thread_id": chunk.thread_id,
@@ -145,7 +170,9 @@ async def stream_ndjson(
         ids = [str(m.message_id) for m in turn] or [str(m.message_id) for m in inputs]
         if mid not in ids:
             raise ApiError(
-                422, "VALIDATION_000", f"Last-Event-ID names message {mid!r}, not one of this turn"
+                422,
+                "VALIDATION_000",
+                f"Last-Event-ID names message {mid[:ECHO_MAX]!r}, not one of this turn",
             )
         cut = ids.index(mid) + 1
         lines = _Lines(seq, mid, is_new)

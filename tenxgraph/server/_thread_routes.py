@@ -14,24 +14,35 @@ from starlette.responses import Response
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 
-from ._body import check_id, read_model
+from ._body import check_id, parse_messages, read_model
 from ._context import ServerContext
 from ._envelope import ApiError, json_response
+from ._thread_lease import thread_write_lease
 from .schemas import ConfigBody, PutMessagesBody, PutStateBody
 
 __all__ = ["ThreadRoutes"]
 
 
+#: the largest offset / limit a list route takes: a store's BIGINT (int64)
+INT64_MAX = 2**63 - 1
+
+
 def _int_query(request: Request, name: str, minimum: int) -> int | None:
+    """A paging query parameter: decimal digits only (optionally ``-``, refused below
+    ``minimum``), at most :data:`INT64_MAX`; 422 before any store call otherwise."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(422, "VALIDATION_ERROR", f"{name} must be an integer") from None
-    if value < minimum:
-        raise ApiError(422, "VALIDATION_ERROR", f"{name} must be >= {minimum}")
+    digits = raw[1:] if raw.startswith("-") else raw
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+        raise ApiError(
+            422, "VALIDATION_ERROR", f"{name} must be an integer from {minimum} to {INT64_MAX}"
+        )
+    value = int(raw)
+    if value < minimum or value > INT64_MAX:
+        raise ApiError(
+            422, "VALIDATION_ERROR", f"{name} must be an integer from {minimum} to {INT64_MAX}"
+        )
     return value
 
 
@@ -78,7 +89,11 @@ class ThreadRoutes:
         cfg = await self._cfg(request, body.config)
         if "execution_meta" in body.state:
             raise ApiError(422, "VALIDATION_000", "execution_meta is written by the runtime only")
-        await self.ctx.graph.aupdate_state(cfg, body.state)
+        if isinstance(body.state.get("context"), list):
+            # message dicts, as invoke's "messages" takes them
+            body.state["context"] = parse_messages(body.state["context"], "context")
+        async with thread_write_lease(self.ctx, cfg):
+            await self.ctx.graph.aupdate_state(cfg, body.state)
         state = await self.ctx.graph.aget_state(cfg)
         return json_response(request, {"state": self._state_out(state), "updated": True})
 
@@ -87,7 +102,8 @@ class ThreadRoutes:
         404 when there is nothing of it for this user."""
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
-        res = await self.ctx.graph.checkpointer.aclear_state(cfg)
+        async with thread_write_lease(self.ctx, cfg):
+            res = await self.ctx.graph.checkpointer.aclear_state(cfg)
         if not res:
             raise _not_found(cfg["thread_id"])
         return json_response(
@@ -108,7 +124,8 @@ class ThreadRoutes:
         for m in body.messages:
             check_id(m.message_id, "message_id")
         cfg = await self._cfg(request, body.config)
-        await self.ctx.graph.checkpointer.aput_messages(cfg, body.messages, body.metadata)
+        async with thread_write_lease(self.ctx, cfg):
+            await self.ctx.graph.checkpointer.aput_messages(cfg, body.messages, body.metadata)
         ids = [m.message_id for m in body.messages]
         return json_response(
             request, {"success": True, "message": "Messages put successfully", "data": ids}
@@ -137,7 +154,8 @@ class ThreadRoutes:
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
         mid = check_id(request.path_params["message_id"], "message_id")
-        res = await self.ctx.graph.checkpointer.adelete_message(cfg, mid)
+        async with thread_write_lease(self.ctx, cfg):
+            res = await self.ctx.graph.checkpointer.adelete_message(cfg, mid)
         if not res:
             raise ResourceNotFoundError(
                 f"no message {mid!r} in thread {cfg['thread_id']!r}",
@@ -171,7 +189,8 @@ class ThreadRoutes:
         """``DELETE /v1/threads/{id}``: delete every version, message and ledger row."""
         body = await read_model(request, ConfigBody, self.ctx.max_body_bytes, optional=True)
         cfg = await self._cfg(request, body.config)
-        res = await self.ctx.graph.checkpointer.aclean_thread(cfg)
+        async with thread_write_lease(self.ctx, cfg):
+            res = await self.ctx.graph.checkpointer.aclean_thread(cfg)
         if not res:
             raise _not_found(cfg["thread_id"])
         return json_response(

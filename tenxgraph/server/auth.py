@@ -14,6 +14,7 @@ The ``auth`` value of the config file selects it, as in 10xGraph's server:
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -24,9 +25,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tenxgraph.appconfig import import_attr
-from tenxgraph.core.exceptions import ConfigError
+from tenxgraph.core.exceptions import ConfigError, TenxGraphError
 
 from ._envelope import ApiError
+
+logger = logging.getLogger("tenxgraph.server")
 
 __all__ = ["BaseAuth", "Credentials", "JwtAuth", "authenticate", "build_auth"]
 
@@ -59,11 +62,15 @@ class BaseAuth(ABC):
             credential: the bearer credential, or ``None`` when the request has none.
 
         Returns:
-            A dict with at least ``"user_id"`` (str); ``None`` or ``{}`` means anonymous.
+            A dict with at least ``"user_id"`` (str). ``None``, ``{}`` or a dict without
+            ``user_id`` refuses the request with 403 ``INVALID_TOKEN`` (only a server
+            without auth serves callers as ``"anonymous"``).
 
         Raises:
             Exception: any exception refuses the request with 403 (its ``error_code``
-                attribute, when present, is the envelope's code). 403, not 401: 10xGraph's
+                attribute, when present, is the envelope's code; the message is a generic
+                "authentication failed" unless it is a tenxgraph error, whose message is
+                sent). 403, not 401: 10xGraph's
                 server and its REST conventions page answer authentication failures so.
         """
 
@@ -178,13 +185,15 @@ async def authenticate(auth: BaseAuth | None, request: Request) -> dict[str, Any
             user = await user
     except ApiError:
         raise
+    except TenxGraphError as exc:
+        raise ApiError(403, exc.error_code, exc.message) from None
     except Exception as exc:
+        # an arbitrary exception's text may carry internals (a token, a key server's
+        # answer): it goes to the log only
+        logger.warning("authentication refused a request: %s", type(exc).__name__)
         code = getattr(exc, "error_code", None) or "UNAUTHORIZED"
-        raise ApiError(
-            403, str(code), getattr(exc, "message", None) or str(exc) or "unauthorized"
-        ) from None
-    if not user:
-        return {"user_id": "anonymous"}
+        raise ApiError(403, str(code), "authentication failed") from None
+    # only "no auth configured" means anonymous: an authenticator that names no user refuses
     if not isinstance(user, dict) or not isinstance(user.get("user_id"), (str, int)):
         raise ApiError(403, "INVALID_TOKEN", "the authenticator returned no user_id")
     return {**user, "user_id": str(user["user_id"])}

@@ -294,7 +294,7 @@ def test_node_failure_is_500_envelope_and_stream_error_chunk(client: httpx.Clien
         json={"messages": [_msg("boom again")], "config": {"thread_id": thread}},
     ) as resp:
         lines = [orjson.loads(x) for x in resp.iter_lines() if x.strip()]
-    assert lines[-1]["event"] == "error" and lines[-1]["data"]["error_code"] == "RuntimeError"
+    assert lines[-1]["event"] == "error" and lines[-1]["data"]["error_code"] == "INTERNAL_ERROR"
     assert lines[-1]["metadata"]["event_id"].startswith(f"{len(lines)}:")
 
 
