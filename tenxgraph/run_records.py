@@ -1,7 +1,7 @@
 """The record of a submitted (background) run, as the stores keep it: plain data, no I/O.
 
 Neutral like :mod:`tenxgraph.records` (imported by ``tenxgraph.core`` and ``tenxgraph.storage``,
-importing neither). The runtime's view of it is :mod:`tenxgraph.core._runs`; the recovery loop
+importing neither). The runtime's view of it is :mod:`tenxgraph.core.runs`; the recovery loop
 that moves a run through its statuses is :mod:`tenxgraph.core._recovery`; the user's view is the
 "Background runs and workers" page (docs/how-to/background-runs.md).
 
@@ -16,7 +16,9 @@ Statuses (``RunRecord.status``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["FINAL_STATUSES", "OPEN_STATUSES", "RUN_STATUSES", "RunRecord"]
 
@@ -37,7 +39,7 @@ FINAL_STATUSES: tuple[str, ...] = ("interrupted", "completed", "error", "cancell
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
-    """One submitted run as stored (encoded payloads; decoded by :mod:`tenxgraph.core._runs`).
+    """One submitted run as stored (encoded payloads; decoded by :mod:`tenxgraph.core.runs`).
 
     Attributes:
         run_id: the run's id (also ``config["run_id"]`` of every attempt).
@@ -71,3 +73,24 @@ class RunRecord:
     output: bytes | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> RunRecord:
+        """A record from a stored row, columns in field order (the stores' ``runs`` queries
+        select them so; ``bytea`` / BLOB values may come as ``memoryview``)."""
+        return cls(
+            str(row[0]),
+            str(row[1]),
+            str(row[2]),
+            str(row[3]),
+            bytes(row[4]),
+            bytes(row[5]),
+            int(row[6]),
+            int(row[7]),
+            str(row[8]),
+            str(row[9]),
+            str(row[10]),
+            None if row[11] is None else bytes(row[11]),
+            float(row[12]),
+            float(row[13]),
+        )

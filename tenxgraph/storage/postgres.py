@@ -1757,25 +1757,6 @@ class PostgresStore:
         """The ``LISTEN`` / ``NOTIFY`` channel of this schema's and prefix's submitted runs."""
         return _sql.runs_channel(self.schema, self.table_prefix)
 
-    @staticmethod
-    def _run_record(row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(
-            str(row[0]),
-            str(row[1]),
-            str(row[2]),
-            str(row[3]),
-            bytes(row[4]),
-            bytes(row[5]),
-            int(row[6]),
-            int(row[7]),
-            str(row[8]),
-            str(row[9]),
-            str(row[10]),
-            None if row[11] is None else bytes(row[11]),
-            float(row[12]),
-            float(row[13]),
-        )
-
     async def run_insert(self, key: ThreadKey, record: RunRecord) -> RunRecord:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_insert`: one statement records the
         run and sends ``NOTIFY`` on :attr:`runs_channel` (delivered when it commits).
@@ -1812,7 +1793,7 @@ class PostgresStore:
             self._q["RUN_GET"],
             {"thread_id": key.thread_id, "run_id": run_id, "owner": key.user_id},
         )
-        return self._run_record(rows[0]) if rows else None
+        return RunRecord.from_row(rows[0]) if rows else None
 
     async def run_list(
         self, user_id: str, *, status: str = "", thread_id: str = "", limit: int = 100
@@ -1822,12 +1803,12 @@ class PostgresStore:
             self._q["RUN_LIST"],
             {"owner": user_id, "status": status, "only_thread": thread_id, "limit": BigInt(limit)},
         )
-        return [self._run_record(row) for row in rows]
+        return [RunRecord.from_row(row) for row in rows]
 
     async def run_open(self, limit: int) -> list[RunRecord]:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_open`."""
         rows = await self._fetch(self._q["RUN_OPEN"], {"limit": BigInt(limit)})
-        return [self._run_record(row) for row in rows]
+        return [RunRecord.from_row(row) for row in rows]
 
     async def run_update(
         self, record: RunRecord, *, expect_status: str, expect_attempts: int, notify: bool = False

@@ -2,7 +2,7 @@
 rules.
 
 :class:`RunStore` is the part of a source of truth that :mod:`tenxgraph.core._recovery` and
-:mod:`tenxgraph.core._runs` use; :class:`~tenxgraph.storage.memory.MemoryStore`,
+:mod:`tenxgraph.core.runs` use; :class:`~tenxgraph.storage.memory.MemoryStore`,
 :class:`~tenxgraph.storage.sqlite.SqliteStore` and
 :class:`~tenxgraph.storage.postgres.PostgresStore` implement it (a
 :class:`~tenxgraph.storage.layered.LayeredStore` hands the calls to its source: caches never

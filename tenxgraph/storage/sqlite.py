@@ -970,25 +970,6 @@ class SqliteStore:
         return None if row is None else float(row[0])
 
     # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
-    @staticmethod
-    def _run_record(row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(
-            str(row[0]),
-            str(row[1]),
-            str(row[2]),
-            str(row[3]),
-            bytes(row[4]),
-            bytes(row[5]),
-            int(row[6]),
-            int(row[7]),
-            str(row[8]),
-            str(row[9]),
-            str(row[10]),
-            None if row[11] is None else bytes(row[11]),
-            float(row[12]),
-            float(row[13]),
-        )
-
     async def run_insert(self, key: ThreadKey, record: RunRecord) -> RunRecord:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_insert` (the workers' sweep finds
         it: SQLite has no notifications)."""
@@ -1003,7 +984,7 @@ class SqliteStore:
                 (r.thread_id, r.run_id, r.owner, r.input, r.config, r.created_at, r.updated_at),
             )
             row = conn.execute(q.RUN_GET, (r.thread_id, r.run_id, key.user_id)).fetchone()
-        return self._run_record(row)
+        return RunRecord.from_row(row)
 
     async def run_get(self, key: ThreadKey, run_id: str) -> RunRecord | None:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_get`."""
@@ -1024,7 +1005,7 @@ class SqliteStore:
         self, conn: sqlite3.Connection, query: str, params: tuple[Any, ...]
     ) -> list[RunRecord]:
         with self._transaction(conn, q.BEGIN_READ):
-            return [self._run_record(row) for row in conn.execute(query, params).fetchall()]
+            return [RunRecord.from_row(row) for row in conn.execute(query, params).fetchall()]
 
     async def run_update(
         self, record: RunRecord, *, expect_status: str, expect_attempts: int, notify: bool = False
