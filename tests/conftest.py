@@ -82,6 +82,16 @@ def pg_dsn() -> str:
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
     """A fresh, empty Postgres schema name for this test; dropped with CASCADE afterwards."""
+    yield from _fresh_schema()
+
+
+@pytest.fixture(scope="module")
+def pg_schema_module() -> Iterator[str]:
+    """As ``pg_schema``, shared by one test module (for servers started once per module)."""
+    yield from _fresh_schema()
+
+
+def _fresh_schema() -> Iterator[str]:
     import psycopg
 
     name = "t_" + uuid.uuid4().hex[:12]
@@ -110,6 +120,12 @@ def redis_prefix() -> Iterator[str]:
 def redis_prefix_single() -> Iterator[str]:
     """Same as ``redis_prefix``, under a name that modules overriding ``redis_prefix`` (to run
     on several Redis topologies) can still reach."""
+    yield from _single_redis_prefix()
+
+
+@pytest.fixture(scope="module")
+def redis_prefix_module() -> Iterator[str]:
+    """As ``redis_prefix``, shared by one test module."""
     yield from _single_redis_prefix()
 
 

@@ -25,9 +25,11 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")
-def server(module_schema: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(pg_schema_module: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     config = make_folder(tmp_path_factory.mktemp("fixes"))
-    srv = Server(config, {"TXG_STORE": "postgres", "TXG_DSN": PG_DSN, "TXG_SCHEMA": module_schema})
+    srv = Server(
+        config, {"TXG_STORE": "postgres", "TXG_DSN": PG_DSN, "TXG_SCHEMA": pg_schema_module}
+    )
     try:
         yield srv
     finally:

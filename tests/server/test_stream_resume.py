@@ -21,12 +21,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def servers(module_schema: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+def servers(
+    pg_schema_module: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Server]]:
     config = make_folder(tmp_path_factory.mktemp("resume"))
     env = {
         "TXG_STORE": "postgres",
         "TXG_DSN": PG_DSN,
-        "TXG_SCHEMA": module_schema,
+        "TXG_SCHEMA": pg_schema_module,
         "TXG_SLOW_S": "1.0",
         "TXG_LEASE_TTL_S": "2.0",
     }
