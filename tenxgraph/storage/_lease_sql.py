@@ -10,7 +10,8 @@ conventions as ``_sql``: ``{table}`` placeholders composed as identifiers, value
 Tables (schema versions 5 and 6, :mod:`tenxgraph.storage._migrations`):
 
 * ``thread_leases``: ``(thread_id)``: ``owner``, ``holder`` (the run id holding the lease,
-  ``''`` when released), ``fence`` (incremented by every acquisition), ``expires_at`` (UNIX
+  ``''`` when released), ``fence`` (larger at every acquisition, see :data:`NEW_FENCE`),
+  ``wanted`` (a refused attempt queued since the last grant), ``expires_at`` (UNIX
   seconds on the *server's* clock, so application hosts with skewed clocks agree),
   ``settled_version`` (the thread's version when the lease was last released; ``-1`` after a
   take-over from a holder that had not released it).
@@ -19,6 +20,15 @@ Tables (schema versions 5 and 6, :mod:`tenxgraph.storage._migrations`):
   ``lapse_s`` seconds loses its place.
 
 Time is ``statement_timestamp()``: one value for the whole statement, taken when it started.
+
+An acquisition attempt commits with ``synchronous_commit = off`` (``clock.lazy_commit``, for
+its own transaction only): no WAL flush of its own. A grant lost in a server crash cannot give
+its fence to another run (:data:`NEW_FENCE`), and its holder's first checkpoint write flushes it
+(docs/guarantees.md, "Run lease durability").
+
+A release (``RELEASE``, ``RELEASE_CTE``) wakes the first run in line with ``NOTIFY`` on the
+store's lease channel (:data:`WAKE`; ``{lease_channel}`` is a literal rendered with the
+identifiers, ``_sql.lease_channel``), only when a run waits.
 
 Where each piece is called today (one round trip each unless said):
 
@@ -41,8 +51,9 @@ Where each piece is called today (one round trip each unless said):
 * ``RELEASE_CTE`` (fragment, folded): appended to the CTEs of the same leased variants (after
   ``cas``): the run's last checkpoint write releases the lease in the same statement
   (``%(release)b``) and records the version it wrote as ``settled_version``.
-* ``PEEK`` (statement, read-only): a queued run's polls between two ``ACQUIRE`` s (it sends
-  ``ACQUIRE`` only when the lease looks free and it is next in line, or to keep its place).
+* ``PEEK`` (statement, read-only): a queued run's polls between two ``ACQUIRE`` s when it
+  cannot be woken (no ``LISTEN`` connection: behind a pooler, SQLite, memory); it sends
+  ``ACQUIRE`` only when the lease looks free and it is next in line, or to keep its place.
 * ``RENEW`` (statement): the holder's renewal task, every ``lease_renew_s`` seconds (off the
   step path: a run shorter than that never sends it).
 * ``RELEASE`` (statement): only when the run ended without a final write carrying the release

@@ -14,19 +14,12 @@ a grant followed by a checkpoint write (whose commit is flushed) survives the cr
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 import pytest
+from _private_pg import PrivateServer, private_server
 
 from tenxgraph.core.exceptions import StaleStateError
 from tenxgraph.records import CheckpointWrite, ThreadKey
@@ -37,87 +30,17 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 TTL = 30.0
 
 
-def _bindir() -> str:
-    found = shutil.which("pg_config")
-    if found:
-        out = subprocess.run([found, "--bindir"], capture_output=True, text=True, check=False)
-        if out.returncode == 0 and os.path.exists(os.path.join(out.stdout.strip(), "initdb")):
-            return out.stdout.strip()
-    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if os.path.exists(os.path.join(candidate, "initdb")):
-            return candidate
-    raise RuntimeError("initdb not found (install the PostgreSQL server binaries)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class PrivateServer:
-    """A PostgreSQL instance of this test alone."""
-
-    bindir: str
-    data: str
-    port: int
-    as_postgres: bool
-
-    @property
-    def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, *args: str) -> None:
-        cmd = [os.path.join(self.bindir, args[0]), *args[1:]]
-        if self.as_postgres:  # initdb and postgres refuse to run as root
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
-        if out.returncode != 0:
-            raise RuntimeError(f"{' '.join(args[:2])} failed: {out.stdout}\n{out.stderr}")
-
-    def start(self) -> None:
-        self._run(
-            "pg_ctl",
-            "-D",
-            self.data,
-            "-l",
-            os.path.join(self.data, "server.log"),
-            "-w",
-            "-o",
-            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 "
-            "-c fsync=on -c wal_writer_delay=10000 -c wal_writer_flush_after=0 "
-            "-c checkpoint_timeout=3600 -c autovacuum=off",
-            "start",
-        )
-
-    def crash(self) -> None:
-        """``pg_ctl stop -m immediate``: every server process killed at once."""
-        self._run("pg_ctl", "-D", self.data, "-w", "stop", "-m", "immediate")
-
-    def stop(self) -> None:
-        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-            self._run("pg_ctl", "-D", self.data, "-w", "stop", "-m", "fast")
-
-
 @pytest.fixture(scope="module")
 def private_pg() -> Iterator[PrivateServer]:
-    bindir = _bindir()
-    as_postgres = os.geteuid() == 0
-    tmp = tempfile.mkdtemp(prefix="tenxgraph-crash-")
-    data = os.path.join(tmp, "data")
-    os.mkdir(data, 0o700)
-    if as_postgres:
-        shutil.chown(tmp, "postgres")
-        shutil.chown(data, "postgres")
-    server = PrivateServer(bindir, data, _free_port(), as_postgres)
-    try:
-        server._run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync")
-        server.start()
+    # the WAL writer slowed down so that an unflushed commit stays unflushed until the crash
+    with private_server(
+        "fsync=on",
+        "wal_writer_delay=10000",
+        "wal_writer_flush_after=0",
+        "checkpoint_timeout=3600",
+        "autovacuum=off",
+    ) as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write(key: ThreadKey, expected: int, fence: int) -> CheckpointWrite:
