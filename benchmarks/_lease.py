@@ -272,11 +272,21 @@ class FreshCost:
     ms_per_step: dict[str, float] = field(default_factory=dict)
     cpu_ms_per_step: dict[str, float] = field(default_factory=dict)
     round_trips_per_run: dict[str, float] = field(default_factory=dict)
+    #: WAL flushes (``pg_stat_wal.wal_sync``, server-wide: idle server only) per run
+    wal_syncs_per_run: dict[str, float] = field(default_factory=dict)
     ratio_wall: float = 0.0
     ratio_cpu: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _wal_syncs(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return int(row[0]) if row else 0
 
 
 def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost:
@@ -315,11 +325,13 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
             cpus: dict[str, list[float]] = {n: [] for n in cps}
             ratios_wall: list[float] = []
             ratios_cpu: list[float] = []
+            syncs: dict[str, list[float]] = {n: [] for n in cps}
             for rnd in range(rounds):
                 order = list(cps) if rnd % 2 == 0 else list(reversed(cps))
                 per: dict[str, tuple[float, float]] = {}
                 for name in order:
                     fetches[name] = 0
+                    w0 = _wal_syncs(dsn)
                     t0, c0 = time.perf_counter(), time.process_time()
                     for _ in range(runs):
                         apps[name].invoke(
@@ -328,6 +340,7 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
                         )
                     wall = (time.perf_counter() - t0) / (runs * NODES)
                     cpu = (time.process_time() - c0) / (runs * NODES)
+                    syncs[name].append((_wal_syncs(dsn) - w0) / runs)
                     per[name] = (wall, cpu)
                     walls[name].append(wall)
                     cpus[name].append(cpu)
@@ -336,6 +349,7 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
                 ratios_cpu.append(per["lease"][1] / per["no lease"][1])
         out.ms_per_step = {n: statistics.median(v) * 1e3 for n, v in walls.items()}
         out.cpu_ms_per_step = {n: statistics.median(v) * 1e3 for n, v in cpus.items()}
+        out.wal_syncs_per_run = {n: statistics.median(v) for n, v in syncs.items()}
         out.ratio_wall = statistics.median(ratios_wall)
         out.ratio_cpu = statistics.median(ratios_cpu)
     finally:
@@ -512,12 +526,16 @@ def render(
             f"Fresh thread, one process, {fresh.runs_per_round} runs x {fresh.rounds} "
             "interleaved rounds (median):\n"
         )
-        lines.append("| | ms/step | client CPU ms/step | Postgres round trips / run |")
-        lines.append("| --- | --- | --- | --- |")
+        lines.append(
+            "| | ms/step | client CPU ms/step | Postgres round trips / run | "
+            "WAL flushes / run (server-wide) |"
+        )
+        lines.append("| --- | --- | --- | --- | --- |")
         for name in ("no lease", "lease"):
             lines.append(
                 f"| {name} | {fresh.ms_per_step[name]:.3f} | {fresh.cpu_ms_per_step[name]:.3f} "
-                f"| {fresh.round_trips_per_run[name]:.1f} |"
+                f"| {fresh.round_trips_per_run[name]:.1f} | "
+                f"{fresh.wal_syncs_per_run.get(name, float('nan')):.2f} |"
             )
         lines.append(
             f"\nLease / no lease: wall {fresh.ratio_wall:.3f}x (target: at most 1.05x), CPU "

@@ -55,6 +55,7 @@ def bench_fresh_thread_lease_cost(benchmark, bench_db):
             "ms_per_step": {k: round(v, 4) for k, v in r.ms_per_step.items()},
             "cpu_ms_per_step": {k: round(v, 4) for k, v in r.cpu_ms_per_step.items()},
             "round_trips_per_run": r.round_trips_per_run,
+            "wal_syncs_per_run": r.wal_syncs_per_run,
             "ratio_wall": round(r.ratio_wall, 4),
             "ratio_cpu": round(r.ratio_cpu, 4),
         }
