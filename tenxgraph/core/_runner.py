@@ -535,6 +535,8 @@ class _Run:
                     self.prev = await self.cp.acommit(
                         self.rc.raw, state, self.prev, fence=fence, release=release
                     )
+        if lease is not None and fence is not None:
+            lease.wrote()
         if release and lease is not None:
             lease.released_by_write()
         self.state = self.prev.state

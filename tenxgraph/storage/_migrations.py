@@ -43,6 +43,10 @@ starts with ``thread_id`` so the tables can be distributed on it):
   the lease over from a holder that had not released it. A run's first read takes the lease in
   the same statement; when that acquisition had to wait for the previous holder's final write,
   the read's snapshot predates that write, and this column tells the run to read again.
+* ``thread_leases.wanted`` (version 9): set by an acquisition attempt that was refused and
+  queued, cleared by the next grant. A release reads it from the row it updates (after
+  waiting for that row's lock), so a waiter whose attempt committed while the release waited
+  (too late for the release's snapshot of ``lease_waiters``) is still woken (``NOTIFY``).
 * ``runs`` (version 7): ``(thread_id, run_id)``: the submitted (background) runs: ``owner``,
   ``status``, ``input`` and ``config`` (orjson ``bytea``), ``attempts``, ``crashes``,
   ``holder``, ``worker``, ``last_error``, ``output`` (orjson ``bytea``, NULL until done),
@@ -260,6 +264,15 @@ CREATE TABLE {cache_keys} (
             """
 INSERT INTO {cache_keys} (id, mac_key)
 VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
+""",
+        ),
+    ),
+    # -- version 9 ------------------------------------------------------------------------------
+    Migration(
+        "thread_leases.wanted: a refused acquisition waits, so the release must wake it",
+        (
+            """
+ALTER TABLE {thread_leases} ADD COLUMN wanted boolean NOT NULL DEFAULT false
 """,
         ),
     ),

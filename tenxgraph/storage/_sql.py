@@ -91,6 +91,7 @@ __all__ = [
     "WRITE_CONFLICT_PROBE",
     "WRITE_OUTCOME_PROBE",
     "identifiers",
+    "lease_channel",
     "listen_statement",
     "runs_channel",
     "positional",
@@ -992,7 +993,10 @@ def identifiers(schema: str, prefix: str) -> dict[str, sql.Composable]:
         "threads_owner_idx": "prefixthreads_owner_idx"}`` as composables: tables
         schema-qualified, index names bare (Postgres creates an index in its table's schema).
     """
-    out: dict[str, sql.Composable] = {"schema": sql.Identifier(schema)}
+    out: dict[str, sql.Composable] = {
+        "schema": sql.Identifier(schema),
+        "lease_channel": sql.Literal(lease_channel(schema, prefix)),
+    }
     for key, table in _TABLES.items():
         out[key] = sql.Identifier(schema, prefix + table)
     for key, index in _INDEXES.items():
@@ -1020,6 +1024,14 @@ def runs_channel(schema: str, prefix: str) -> str:
     under Postgres's 63-byte identifier limit."""
     digest = hashlib.sha256(f"{schema}\x00{prefix}".encode()).hexdigest()[:16]
     return f"tenxgraph_runs_{digest}"
+
+
+def lease_channel(schema: str, prefix: str) -> str:
+    """The ``LISTEN`` / ``NOTIFY`` channel on which a release of a run lease wakes the runs
+    waiting for it, one per schema and prefix: ``tenxgraph_lease_`` and 16 hex digits (see
+    :func:`runs_channel`)."""
+    digest = hashlib.sha256(f"{schema}\x00{prefix}".encode()).hexdigest()[:16]
+    return f"tenxgraph_lease_{digest}"
 
 
 def listen_statement(channel: str) -> bytes:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from opentelemetry import trace
@@ -59,6 +59,7 @@ from tenxgraph.records import (
     ranges_len,
 )
 from tenxgraph.storage._behind import WriteBehind
+from tenxgraph.storage._lease_wake import LeaseWaiter
 from tenxgraph.storage.base import CacheTier, StoreTier
 from tenxgraph.telemetry import ATTR, EVENT
 
@@ -549,6 +550,16 @@ class LayeredStore:
         return await self.source.lease_acquire(
             key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue
         )
+
+    async def lease_waiter(
+        self, key: ThreadKey, holder: str, *, start: bool = True
+    ) -> LeaseWaiter | None:
+        """The source's wake-up registration of a waiting run (``None`` when the source has
+        none: the run polls; see :mod:`tenxgraph.storage._lease_wake`)."""
+        waiter = getattr(self.source, "lease_waiter", None)
+        if waiter is None:
+            return None
+        return cast("LeaseWaiter | None", await waiter(key, holder, start=start))
 
     async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
         """The source's answer to a waiting run's poll (changes nothing)."""

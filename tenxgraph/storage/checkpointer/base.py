@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar, get_args
+from typing import Any, Generic, Self, TypeVar, cast, get_args
 
 import orjson
 
@@ -48,6 +48,7 @@ from tenxgraph.records import (
 )
 from tenxgraph.storage import _fork, serde
 from tenxgraph.storage._diff import diff_messages
+from tenxgraph.storage._lease_wake import LeaseWaiter
 from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
 from tenxgraph.telemetry import ATTR, METRIC, NO_SPAN, SPAN, counter, enabled, histogram, span
@@ -882,6 +883,28 @@ class BaseCheckpointer(Generic[StateT]):
             lapse_s=self.lease_ttl_s,
             queue=queue,
         )
+
+    async def alease_waiter(
+        self, config: dict[str, Any], holder: str, *, start: bool = True
+    ) -> LeaseWaiter | None:
+        """Register ``holder`` as waiting for the config's thread's lease, to be woken when
+        it is released (:mod:`tenxgraph.storage._lease_wake`). Close the registration when
+        done.
+
+        Args:
+            config: the run's validated config (its thread).
+            holder: the waiting run's holder id.
+            start: open the store's listening connection when this process has none yet
+                (``False``: register only when it is already open).
+
+        Returns:
+            The registration; ``None`` when the store cannot wake waiters (memory, SQLite,
+            ``lease_listen=False``) or, with ``start=False``, has not started listening.
+        """
+        waiter = getattr(self._tier("alease_waiter"), "lease_waiter", None)
+        if waiter is None:
+            return None
+        return cast("LeaseWaiter | None", await waiter(self.key_for(config), holder, start=start))
 
     async def alease_peek(self, config: dict[str, Any], holder: str) -> LeaseGrant:
         """What an acquisition attempt would find, changing nothing (a queued run's poll)."""
