@@ -14,6 +14,7 @@ it is no longer in the conversation (see ``AgentSkillsMixin``).
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import Any, Literal
 from xml.sax.saxutils import quoteattr
@@ -46,6 +47,8 @@ MAX_LISTED_FILES = 50
 SKILL_TOOL_ATTR = "__tenxgraph_skill_tool__"
 
 _MARKER = re.compile(r'^\s*<skill_content name="([^"]*)">')
+# sync tools run in worker threads: parallel activations must not lose each other's record
+_RECORD_LOCK = threading.Lock()
 
 
 def skill_content_marker(name: str) -> str:
@@ -89,10 +92,11 @@ def mark_skill_active(state: Any, name: str) -> None:
     data = _internal(state)
     if data is None:
         return
-    active = list(data.get(ACTIVE_SKILLS_KEY, ()))
-    if name not in active:
-        active.append(name)
-    data[ACTIVE_SKILLS_KEY] = active
+    with _RECORD_LOCK:
+        active = list(data.get(ACTIVE_SKILLS_KEY, ()))
+        if name not in active:
+            active.append(name)
+        data[ACTIVE_SKILLS_KEY] = active
 
 
 def format_skill_content(
