@@ -263,6 +263,18 @@ VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
 """,
         ),
     ),
+    # -- version 9 ------------------------------------------------------------------------------
+    Migration(
+        "threads.ttl_s (a thread's retention override) and runs_owner_idx (erasing a user)",
+        (
+            """
+ALTER TABLE {threads} ADD COLUMN ttl_s double precision
+""",
+            """
+CREATE INDEX {runs_owner_idx} ON {runs} (owner)
+""",
+        ),
+    ),
 )
 
 #: The schema version this code writes and understands.
