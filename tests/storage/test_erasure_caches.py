@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 import redis as redis_sync
 from redis.cluster import RedisCluster as SyncCluster
+from test_layered import texts_of, turn
 
 from tenxgraph.records import ThreadKey
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.postgres import PostgresStore
 from tenxgraph.storage.redis import RedisCache
-
-from test_layered import texts_of, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis]
 
