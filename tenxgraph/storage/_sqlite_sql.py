@@ -15,6 +15,8 @@ each step runs in the same transaction as its ``schema_version`` row. Never edit
 
 from __future__ import annotations
 
+from tenxgraph.storage.retention import ERASE_TABLES
+
 __all__ = [
     "LEASE_GET",
     "LEASE_PUT",
@@ -432,16 +434,7 @@ THREAD_OWNERS = (
 #: ``tenxgraph.storage.retention.ERASE_TABLES`` order.
 ERASE_BY_THREAD = {
     table: f"DELETE FROM {table} WHERE thread_id IN (SELECT value FROM json_each(?))"
-    for table in (
-        "threads",
-        "checkpoints",
-        "messages",
-        "tool_executions",
-        "stop_requests",
-        "thread_leases",
-        "lease_waiters",
-        "runs",
-    )
+    for table in ERASE_TABLES
 }
 #: The rows an owner holds on threads that are not theirs (or that do not exist), per table.
 ERASE_BY_OWNER = {

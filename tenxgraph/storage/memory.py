@@ -47,7 +47,6 @@ from typing import Any
 from tenxgraph.core._aio import checkpoint
 from tenxgraph.core.exceptions import (
     LedgerWriteError,
-    ResourceNotFoundError,
     StorageError,
     fence_lost,
     forbidden,
@@ -67,7 +66,7 @@ from tenxgraph.records import (
 from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import serde
 from tenxgraph.storage._lease_memory import LeaseTable
-from tenxgraph.storage.base import threads_from_rows
+from tenxgraph.storage.base import thread_missing, threads_from_rows
 from tenxgraph.storage.retention import ERASE_TABLES, Removal, victims
 from tenxgraph.storage.runs import RunTable
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
@@ -234,6 +233,13 @@ class MemoryStore:
         t = self._threads.get(key.thread_id)
         if t is not None and t.owner != key.user_id:
             raise forbidden(key.thread_id)
+        return t
+
+    def _existing(self, key: ThreadKey) -> _Thread:
+        """The caller's thread, to change it; raises when missing or another user's."""
+        t = self._mine_or_raise(key)
+        if t is None:
+            raise thread_missing(key.thread_id)
         return t
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -514,13 +520,7 @@ class MemoryStore:
         data = serde.dumps(dict(metadata), "$.metadata")
         await checkpoint()
         with self._lock:
-            t = self._mine_or_raise(key)
-            if t is None:
-                raise ResourceNotFoundError(
-                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-                    context={"thread_id": key.thread_id},
-                )
-            t.metadata = data
+            self._existing(key).metadata = data
 
     # -- ledger ----------------------------------------------------------------------------------
     async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
@@ -803,13 +803,7 @@ class MemoryStore:
         """
         await checkpoint()
         with self._lock:
-            t = self._mine_or_raise(key)
-            if t is None:
-                raise ResourceNotFoundError(
-                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-                    context={"thread_id": key.thread_id},
-                )
-            t.ttl_s = ttl_s
+            self._existing(key).ttl_s = ttl_s
 
     async def get_thread_ttl(self, key: ThreadKey) -> tuple[bool, float | None]:
         """``(exists, override)``: whether the caller's thread exists, and its own retention

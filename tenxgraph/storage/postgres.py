@@ -75,7 +75,6 @@ from tenxgraph.core.exceptions import (
     CommitOutcomeUnknownError,
     ConfigError,
     LedgerWriteError,
-    ResourceNotFoundError,
     SchemaVersionError,
     SerializationError,
     StorageConnectionError,
@@ -105,7 +104,7 @@ from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._pq_exec import PqStatement, int8_rows, usable
 from tenxgraph.storage._pq_exec import execute as pq_execute
 from tenxgraph.storage._tasks import keep_task
-from tenxgraph.storage.base import report_skipped, threads_from_rows
+from tenxgraph.storage.base import report_skipped, thread_missing, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.storage.retention import Removal, row_counts
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, enabled, span
@@ -1385,15 +1384,7 @@ class PostgresStore:
             self._q["SET_METADATA"],
             {"thread_id": key.thread_id, "owner": key.user_id, "metadata": data},
         )
-        changed, owned = rows[0]
-        if changed:
-            return
-        if owned is False:
-            raise forbidden(key.thread_id)
-        raise ResourceNotFoundError(
-            f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-            context={"thread_id": key.thread_id},
-        )
+        _changed_or_raise(rows, key)
 
     # -- run leases (SQL in tenxgraph.storage._lease_sql) ----------------------------------------
     async def lease_acquire(
@@ -1826,15 +1817,7 @@ class PostgresStore:
             self._q["SET_THREAD_TTL"],
             {"thread_id": key.thread_id, "owner": key.user_id, "ttl_s": ttl_s},
         )
-        changed, owned = rows[0]
-        if changed:
-            return
-        if owned is False:
-            raise forbidden(key.thread_id)
-        raise ResourceNotFoundError(
-            f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-            context={"thread_id": key.thread_id},
-        )
+        _changed_or_raise(rows, key)
 
     async def get_thread_ttl(self, key: ThreadKey) -> tuple[bool, float | None]:
         """``(exists, override)``: whether the caller's thread exists, and its own retention
@@ -1971,6 +1954,17 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _changed_or_raise(rows: _Rows, key: ThreadKey) -> None:
+    """Interpret ``(changed, owned)`` of an update of the caller's thread (``SET_METADATA``,
+    ``SET_THREAD_TTL``): forbidden when another user owns it, not found when it is missing."""
+    changed, owned = rows[0]
+    if changed:
+        return
+    if owned is False:
+        raise forbidden(key.thread_id)
+    raise thread_missing(key.thread_id)
 
 
 def _since_params(known: StoredCheckpoint | None) -> dict[str, Any]:

@@ -62,8 +62,26 @@ ERASE_TABLES: tuple[str, ...] = (
 SWEEP_BATCH = 500
 
 
+class _Counts:
+    """``threads`` and ``total_rows`` of a result with ``thread_ids`` and ``rows``."""
+
+    __slots__ = ()
+    thread_ids: tuple[str, ...]
+    rows: Mapping[str, int]
+
+    @property
+    def threads(self) -> int:
+        """Number of threads removed."""
+        return len(self.thread_ids)
+
+    @property
+    def total_rows(self) -> int:
+        """Rows deleted from the source of truth, all tables."""
+        return sum(self.rows.values())
+
+
 @dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(_Counts):
     """What one removal deleted.
 
     Attributes:
@@ -84,16 +102,6 @@ class Removal:
     caches: Mapping[str, int] = field(default_factory=dict)
     pending: tuple[str, ...] = ()
     owners: tuple[str, ...] = ()
-
-    @property
-    def threads(self) -> int:
-        """Number of removed threads."""
-        return len(self.thread_ids)
-
-    @property
-    def total_rows(self) -> int:
-        """Rows deleted from the source of truth, all tables."""
-        return sum(self.rows.values())
 
     def merged(self, other: Removal) -> Removal:
         """This removal followed by ``other`` (counts added, threads united)."""
@@ -123,7 +131,7 @@ class Removal:
 
 
 @dataclass(frozen=True, slots=True)
-class EraseResult:
+class EraseResult(_Counts):
     """What ``aerase_user`` removed (see ``docs/how-to/erasure-retention.md``).
 
     Attributes:
@@ -145,23 +153,13 @@ class EraseResult:
     pending: tuple[str, ...] = ()
 
     @property
-    def threads(self) -> int:
-        """Number of erased threads."""
-        return len(self.thread_ids)
-
-    @property
-    def total_rows(self) -> int:
-        """Rows deleted from the source of truth, all tables."""
-        return sum(self.rows.values())
-
-    @property
     def complete(self) -> bool:
         """Whether every tier was reached (``pending`` is empty)."""
         return not self.pending
 
 
 @dataclass(frozen=True, slots=True)
-class SweepResult:
+class SweepResult(_Counts):
     """What one retention sweep (``asweep_threads``) removed.
 
     Attributes:
@@ -178,16 +176,6 @@ class SweepResult:
     caches: Mapping[str, int]
     pending: tuple[str, ...] = ()
     batches: int = 0
-
-    @property
-    def threads(self) -> int:
-        """Number of expired threads."""
-        return len(self.thread_ids)
-
-    @property
-    def total_rows(self) -> int:
-        """Rows deleted from the source of truth, all tables."""
-        return sum(self.rows.values())
 
 
 def _add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:

@@ -40,7 +40,6 @@ import orjson
 
 from tenxgraph.core.exceptions import (
     LedgerWriteError,
-    ResourceNotFoundError,
     SchemaVersionError,
     SerializationError,
     StorageError,
@@ -62,7 +61,7 @@ from tenxgraph.records import (
 from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import _lease_sqlite, serde
 from tenxgraph.storage import _sqlite_sql as q
-from tenxgraph.storage.base import report_skipped, threads_from_rows
+from tenxgraph.storage.base import report_skipped, thread_missing, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
 from tenxgraph.storage.retention import ERASE_TABLES, Removal, victims
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
@@ -689,10 +688,7 @@ class SqliteStore:
     def _set_metadata_sync(self, conn: sqlite3.Connection, key: ThreadKey, data: str) -> None:
         if conn.execute(q.SET_METADATA, (data, key.thread_id, key.user_id)).rowcount != 1:
             if not self._raise_if_foreign(conn, key):
-                raise ResourceNotFoundError(
-                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-                    context={"thread_id": key.thread_id},
-                )
+                raise thread_missing(key.thread_id)
 
     # -- ledger ----------------------------------------------------------------------------------
     async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
@@ -1113,10 +1109,7 @@ class SqliteStore:
             with self._transaction(conn, q.BEGIN_WRITE):
                 done = conn.execute(q.SET_THREAD_TTL, (ttl_s, key.thread_id, key.user_id))
                 if done.rowcount != 1 and not self._raise_if_foreign(conn, key):
-                    raise ResourceNotFoundError(
-                        f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-                        context={"thread_id": key.thread_id},
-                    )
+                    raise thread_missing(key.thread_id)
 
         await self._run(put)
 
