@@ -35,7 +35,6 @@ __all__ = [
     "StoreTier",
     "report_skipped",
     "thread_info_from_row",
-    "thread_missing",
     "threads_from_rows",
 ]
 
@@ -76,18 +75,6 @@ def report_skipped(operation: str, errors: list[Any]) -> None:
             EVENT.ROW_SKIPPED,
             {ATTR.DB_OPERATION: operation, ATTR.ROWS_SKIPPED: len(errors)},
         )
-
-
-def thread_missing(thread_id: str) -> Exception:
-    """The ``ResourceNotFoundError`` (``STORAGE_NOT_FOUND_000``, ``context["thread_id"]``) of
-    a change to a thread that has no checkpoint yet (its metadata, its TTL), worded the same by
-    every store."""
-    from tenxgraph.core.exceptions import ResourceNotFoundError
-
-    return ResourceNotFoundError(
-        f"thread {thread_id!r} does not exist; write a checkpoint first",
-        context={"thread_id": thread_id},
-    )
 
 
 def thread_info_from_row(row: tuple[Any, ...]) -> ThreadInfo:

@@ -47,6 +47,7 @@ from typing import Any
 from tenxgraph.core._aio import checkpoint
 from tenxgraph.core.exceptions import (
     LedgerWriteError,
+    ResourceNotFoundError,
     StorageError,
     fence_lost,
     forbidden,
@@ -66,12 +67,12 @@ from tenxgraph.records import (
 from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import serde
 from tenxgraph.storage._lease_memory import LeaseTable
-from tenxgraph.storage.base import thread_missing, threads_from_rows
+from tenxgraph.storage.base import threads_from_rows
 from tenxgraph.storage.retention import ERASE_TABLES, Removal, victims
 from tenxgraph.storage.runs import RunTable
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
-__all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]
+__all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of", "thread_missing"]
 
 _EMPTY_METADATA = serde.dumps({})
 
@@ -866,4 +867,14 @@ def ledger_missing_thread(key: ThreadKey, entry: LedgerEntry) -> LedgerWriteErro
             "tool_call_id": entry.tool_call_id,
             "tool": entry.tool_name,
         },
+    )
+
+
+def thread_missing(thread_id: str) -> ResourceNotFoundError:
+    """The ``ResourceNotFoundError`` (``STORAGE_NOT_FOUND_000``, ``context["thread_id"]``) of
+    a change to a thread that has no checkpoint yet (its metadata, its TTL), worded the same by
+    every store."""
+    return ResourceNotFoundError(
+        f"thread {thread_id!r} does not exist; write a checkpoint first",
+        context={"thread_id": thread_id},
     )

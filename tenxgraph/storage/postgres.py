@@ -104,8 +104,8 @@ from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._pq_exec import PqStatement, int8_rows, usable
 from tenxgraph.storage._pq_exec import execute as pq_execute
 from tenxgraph.storage._tasks import keep_task
-from tenxgraph.storage.base import report_skipped, thread_missing, threads_from_rows
-from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.storage.base import report_skipped, threads_from_rows
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of, thread_missing
 from tenxgraph.storage.retention import Removal, row_counts
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, enabled, span
 

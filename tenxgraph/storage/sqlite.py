@@ -61,8 +61,8 @@ from tenxgraph.records import (
 from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import _lease_sqlite, serde
 from tenxgraph.storage import _sqlite_sql as q
-from tenxgraph.storage.base import report_skipped, thread_missing, threads_from_rows
-from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.storage.base import report_skipped, threads_from_rows
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of, thread_missing
 from tenxgraph.storage.retention import ERASE_TABLES, Removal, victims
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
 
