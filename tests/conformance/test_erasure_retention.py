@@ -427,3 +427,20 @@ async def test_the_worker_recovery_loop_sweeps(backend: Backend) -> None:
                 await anyio.sleep(0.05)
     assert rec.stats["retention_sweeps"] >= 1
     assert rec.stats["threads_expired"] >= 1
+
+
+async def test_a_checkpointer_of_your_own_is_told_what_is_missing() -> None:
+    from tenxgraph.storage.checkpointer import BaseCheckpointer
+
+    class Mine(BaseCheckpointer[AgentState]):
+        async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
+            return None
+
+        async def aput_state(self, config: dict[str, Any], state: AgentState) -> AgentState:
+            return state
+
+    cp = Mine()
+    for call in (cp.aerase_user("u"), cp.asweep_threads()):
+        with pytest.raises(StorageError) as e:
+            await call
+        assert e.value.error_code == "STORAGE_000"

@@ -66,6 +66,20 @@ class RetentionMixin:
     async def _ensure_setup(self) -> None:
         raise NotImplementedError  # BaseCheckpointer's
 
+    def _store_op(self, api: str, op: str) -> Any:
+        """The store's ``op`` method, for the public ``api``; a store without it (a tier of the
+        application's own) raises ``StorageError`` (``STORAGE_000``) naming what is missing."""
+        from tenxgraph.core.exceptions import StorageError
+
+        fn = getattr(self._tier(api), op, None)
+        if fn is None:
+            raise StorageError(
+                f"{api}() needs a store with {op}(); {type(self.store).__name__} has none "
+                "(the built-in memory, SQLite and Postgres stores do)",
+                context={"method": api},
+            )
+        return fn
+
     # -- erasure ---------------------------------------------------------------------------------
     async def aerase_user(
         self, user_id: str, *, thread_ids: list[str] | None = None
@@ -106,7 +120,8 @@ class RetentionMixin:
         Raises:
             ConfigError: ``CONFIG_001`` for an invalid ``user_id``, ``thread_ids`` given with
                 isolation on, or missing (or holding an invalid id) with isolation off.
-            StorageError: ``STORAGE_000`` for a checkpointer without a built-in store.
+            StorageError: ``STORAGE_000`` for a checkpointer without a built-in store (or
+                whose store has no ``erase_owner``).
             TransientStorageError: ``STORAGE_TRANSIENT_001`` when the source failed in a
                 retryable way; run it again (idempotent).
         """
@@ -117,11 +132,11 @@ class RetentionMixin:
             )
         ids = self._erase_ids(thread_ids)
         await self._ensure_setup()
-        store: Any = self._tier("aerase_user")
+        erase = self._store_op("aerase_user", "erase_owner")
         by_owner = self.enforce_user_isolation
         scope = user_id if by_owner else "*"
         with span(SPAN.ERASE, attributes=dict(self._metric_attrs)):
-            removed: Removal = await store.erase_owner(scope, by_owner=by_owner, thread_ids=ids)
+            removed: Removal = await erase(scope, by_owner=by_owner, thread_ids=ids)
             n, ok = await self._drop_state_cache(
                 [scope] if by_owner else [], [(scope, t) for t in removed.thread_ids]
             )
@@ -240,12 +255,12 @@ class RetentionMixin:
                 context={"field": "now"},
             )
         await self._ensure_setup()
-        store: Any = self._tier("asweep_threads")
+        sweep = self._store_op("asweep_threads", "sweep_idle")
         total = Removal()
         batches = 0
         with span(SPAN.SWEEP, attributes=dict(self._metric_attrs)):
             while True:
-                batch: Removal = await store.sweep_idle(float(now), self.thread_ttl_s, SWEEP_BATCH)
+                batch: Removal = await sweep(float(now), self.thread_ttl_s, SWEEP_BATCH)
                 batches += 1
                 total = total.merged(batch)
                 self._record_sweep(batch)
@@ -300,8 +315,7 @@ class RetentionMixin:
         ttl = check_thread_ttl(ttl_s, "ttl_s")
         key = self._key(config)
         await self._ensure_setup()
-        store: Any = self._tier("aset_thread_ttl")
-        await store.set_thread_ttl(key, ttl)
+        await self._store_op("aset_thread_ttl", "set_thread_ttl")(key, ttl)
 
     def set_thread_ttl(self, config: dict[str, Any], ttl_s: float | None) -> None:
         """Sync twin of :meth:`aset_thread_ttl`."""
@@ -326,8 +340,7 @@ class RetentionMixin:
 
         key = self._key(config)
         await self._ensure_setup()
-        store: Any = self._tier("aget_thread_ttl")
-        exists, own = await store.get_thread_ttl(key)
+        exists, own = await self._store_op("aget_thread_ttl", "get_thread_ttl")(key)
         if not exists:
             raise ResourceNotFoundError(
                 f"thread {key.thread_id!r} does not exist", context={"thread_id": key.thread_id}
