@@ -137,8 +137,11 @@ class RetentionMixin:
         scope = user_id if by_owner else "*"
         with span(SPAN.ERASE, attributes=dict(self._metric_attrs)):
             removed: Removal = await erase(scope, by_owner=by_owner, thread_ids=ids)
+            # With isolation on, the user's own entries are found by their scope (those of
+            # the erased threads among them); with it off, named by thread.
             n, ok = await self._drop_state_cache(
-                [scope] if by_owner else [], [(scope, t) for t in removed.thread_ids]
+                [scope] if by_owner else [],
+                [] if by_owner else [(scope, t) for t in removed.thread_ids],
             )
         self._forget_all(removed.thread_ids, scope if by_owner else None)
         removed = removed.with_caches({"state_cache": n}, () if ok else ("state_cache",))
@@ -199,9 +202,13 @@ class RetentionMixin:
             for scope in scopes:
                 head = orjson.dumps([scope]).decode()[:-1] + ","
                 names.update(await kv.kv_keys(STATE_CACHE_NS, head))
-            deleted = 0
-            for name in sorted(names):
-                deleted += bool(await kv.kv_delete(STATE_CACHE_NS, name))
+            many = getattr(kv, "kv_delete_many", None)
+            if many is not None:  # Redis: pipelined
+                deleted = int(await many(STATE_CACHE_NS, sorted(names)))
+            else:
+                deleted = 0
+                for name in sorted(names):
+                    deleted += bool(await kv.kv_delete(STATE_CACHE_NS, name))
         except TransientStorageError as exc:
             log.warning(
                 "state-cache entries of erased threads could not be removed (%s); they expire "
