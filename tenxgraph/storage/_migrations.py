@@ -57,6 +57,10 @@ starts with ``thread_id`` so the tables can be distributed on it):
   cache entries when the application passes no ``cache_mac_key`` (see
   :mod:`tenxgraph.storage._cache_mac`). Readable by whoever can read the schema, never sent to
   Redis.
+* ``threads.ttl_s`` and ``runs_owner_idx`` (version 10): a thread's own retention time to
+  live in seconds (``NULL``: the checkpointer's ``thread_ttl_s``; see
+  :mod:`tenxgraph.storage.retention`) and the index on ``runs (owner)`` that erasing a user
+  reads.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -273,6 +277,18 @@ VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
         (
             """
 ALTER TABLE {thread_leases} ADD COLUMN wanted boolean NOT NULL DEFAULT false
+""",
+        ),
+    ),
+    # -- version 10 -----------------------------------------------------------------------------
+    Migration(
+        "threads.ttl_s (a thread's retention override) and runs_owner_idx (erasing a user)",
+        (
+            """
+ALTER TABLE {threads} ADD COLUMN ttl_s double precision
+""",
+            """
+CREATE INDEX {runs_owner_idx} ON {runs} (owner)
 """,
         ),
     ),

@@ -76,7 +76,6 @@ from tenxgraph.core.exceptions import (
     CommitOutcomeUnknownError,
     ConfigError,
     LedgerWriteError,
-    ResourceNotFoundError,
     SchemaVersionError,
     SerializationError,
     StorageConnectionError,
@@ -109,7 +108,8 @@ from tenxgraph.storage._pq_exec import PqStatement, int8_rows, usable
 from tenxgraph.storage._pq_exec import execute as pq_execute
 from tenxgraph.storage._tasks import cancel_guards, keep_task, start_guard
 from tenxgraph.storage.base import report_skipped, threads_from_rows
-from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of, thread_missing
+from tenxgraph.storage.retention import Removal, row_counts
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, enabled, span
 
 __all__ = [
@@ -1436,15 +1436,7 @@ class PostgresStore:
             self._q["SET_METADATA"],
             {"thread_id": key.thread_id, "owner": key.user_id, "metadata": data},
         )
-        changed, owned = rows[0]
-        if changed:
-            return
-        if owned is False:
-            raise forbidden(key.thread_id)
-        raise ResourceNotFoundError(
-            f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-            context={"thread_id": key.thread_id},
-        )
+        _changed_or_raise(rows, key)
 
     # -- run leases (SQL in tenxgraph.storage._lease_sql) ----------------------------------------
     async def lease_acquire(
@@ -1803,6 +1795,90 @@ class PostgresStore:
             raise forbidden(w.thread_id)
         raise target_exists(w.thread_id, current)
 
+    # -- erasure and retention (tenxgraph.storage.retention) ------------------------------------
+    async def erase_owner(
+        self, owner: str, *, by_owner: bool, thread_ids: list[str] | tuple[str, ...] = ()
+    ) -> Removal:
+        """Delete every row of ``owner``'s threads (with ``by_owner``: every thread it owns and
+        every stop request, lease and run it holds elsewhere; plus ``thread_ids``): the
+        ``ERASE_OWNER`` statement, then the same statement once more over the thread ids the
+        first one found. The second pass takes the rows a checkpoint write committed while
+        the first statement waited for its ``threads`` row: that write's rows were not in the
+        first statement's snapshot. No write of these threads can commit after the first
+        pass (the compare-and-swap needs the ``threads`` row), so two passes leave nothing.
+
+        Returns:
+            The removed thread ids and the rows deleted per table.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure (the
+                erasure is idempotent: run it again).
+        """
+        with span(SPAN.ERASE, SpanKind.CLIENT, self._span_attrs("DELETE")):
+            first = await self._erase_pass(owner, by_owner, list(thread_ids))
+            if not first.thread_ids:
+                return first
+            return first.merged(await self._erase_pass(owner, False, list(first.thread_ids)))
+
+    async def _erase_pass(self, owner: str, by_owner: bool, thread_ids: list[str]) -> Removal:
+        rows = await self._fetch(
+            self._q["ERASE_OWNER"],
+            {"owner": owner, "by_owner": by_owner, "thread_ids": [Text(t) for t in thread_ids]},
+        )
+        ids, *counts = rows[0]
+        return Removal(thread_ids=tuple(ids or ()), rows=row_counts(counts))
+
+    async def sweep_idle(self, now: float, default_ttl_s: float | None, limit: int) -> Removal:
+        """Delete up to ``limit`` threads idle longer than their TTL (their own ``ttl_s``, else
+        ``default_ttl_s``; ``None``: none) at ``now`` (UNIX seconds), oldest first, except
+        those holding a live run lease (on the server's clock) or an open submitted run, with
+        every row of them: one ``SWEEP_IDLE`` statement. A thread whose row a writer holds
+        locked is skipped (``SKIP LOCKED``: it is not idle).
+
+        Returns:
+            The removed thread ids with their owners, and the rows deleted per table.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        with span(SPAN.SWEEP, SpanKind.CLIENT, self._span_attrs("DELETE")):
+            rows = await self._fetch(
+                self._q["SWEEP_IDLE"],
+                {
+                    "now": float(now),
+                    "ttl_s": math.inf if default_ttl_s is None else float(default_ttl_s),
+                    "limit": BigInt(limit),
+                    "owner": "",
+                    "by_owner": False,
+                },
+            )
+        ids, owners, *counts = rows[0]
+        return Removal(
+            thread_ids=tuple(ids or ()), rows=row_counts(counts), owners=tuple(owners or ())
+        )
+
+    async def set_thread_ttl(self, key: ThreadKey, ttl_s: float | None) -> None:
+        """Set (``None``: clear) the thread's own retention override, in seconds.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["SET_THREAD_TTL"],
+            {"thread_id": key.thread_id, "owner": key.user_id, "ttl_s": ttl_s},
+        )
+        _changed_or_raise(rows, key)
+
+    async def get_thread_ttl(self, key: ThreadKey) -> tuple[bool, float | None]:
+        """``(exists, override)``: whether the caller's thread exists, and its own retention
+        override in seconds (``None``: none)."""
+        rows = await self._fetch(
+            self._q["GET_THREAD_TTL"], {"thread_id": key.thread_id, "owner": key.user_id}
+        )
+        return (False, None) if not rows else (True, rows[0][0])
+
     # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
     @property
     def runs_channel(self) -> str:
@@ -1999,6 +2075,17 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _changed_or_raise(rows: _Rows, key: ThreadKey) -> None:
+    """Interpret ``(changed, owned)`` of an update of the caller's thread (``SET_METADATA``,
+    ``SET_THREAD_TTL``): forbidden when another user owns it, not found when it is missing."""
+    changed, owned = rows[0]
+    if changed:
+        return
+    if owned is False:
+        raise forbidden(key.thread_id)
+    raise thread_missing(key.thread_id)
 
 
 def _since_params(known: StoredCheckpoint | None) -> dict[str, Any]:

@@ -114,6 +114,9 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        thread_ttl_s: seconds without a checkpoint after which a thread expires (the
+            retention sweep deletes it); ``None`` (default): only threads given their own TTL
+            (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
         answer_timeout_s: seconds a statement may wait for Postgres's answer (default 10.0;
             ``None``: no limit). A connection that stays silent longer (a black-holed route,
             a frozen server) is shut down: a read fails with ``TransientStorageError``, a
@@ -177,6 +180,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        thread_ttl_s: float | None = None,
         answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
         cache_mac_key: bytes | None = None,
         lease_listen: bool = True,
@@ -289,6 +293,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            thread_ttl_s=thread_ttl_s,
         )
         self._loop_guards: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[None]
