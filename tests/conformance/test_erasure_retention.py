@@ -423,7 +423,10 @@ async def test_the_worker_recovery_loop_sweeps(backend: Backend) -> None:
     app = _echo_graph(cp)
     async with app.recovery(retention_interval_s=0.05, listen=False) as rec:
         with anyio.fail_after(20):
-            while await cp.aget_state(cfg) is not None:  # noqa: ASYNC110 - polls the store
+            # the sweep's counters are updated after its delete commits: wait for both
+            while (  # noqa: ASYNC110 - polls the store
+                await cp.aget_state(cfg) is not None or rec.stats["threads_expired"] < 1
+            ):
                 await anyio.sleep(0.05)
     assert rec.stats["retention_sweeps"] >= 1
     assert rec.stats["threads_expired"] >= 1
