@@ -665,7 +665,11 @@ class _StreamAccumulator:
         if data == "[DONE]":
             self.done = True
             return []
-        event = orjson.loads(data)
+        return self.feed_event(orjson.loads(data))
+
+    def feed_event(self, event: Any) -> list[Message]:
+        """The delta messages of one decoded ``chat.completion.chunk`` event (also the
+        official SDK's chunk objects, dumped to a dict)."""
         self.events += 1
         if not isinstance(event, dict):
             return []
