@@ -165,6 +165,11 @@ class GoogleModel:
         base_url: another endpoint (default: the SDK's; ``GOOGLE_GEMINI_BASE_URL`` is read by
             the SDK too).
         timeout_s: per-request timeout in seconds (default: the SDK's).
+        use_vertex_ai: route the calls through Vertex AI (``genai.Client(vertexai=True)``:
+            Application Default Credentials with ``GOOGLE_CLOUD_PROJECT`` /
+            ``GOOGLE_CLOUD_LOCATION``, or an API key in Vertex AI express mode;
+            ``GOOGLE_VERTEX_BASE_URL`` is read by the SDK). ``False`` (default) leaves the
+            choice to the SDK, which reads ``GOOGLE_GENAI_USE_VERTEXAI``.
         **params: default request parameters: ``temperature``, ``top_p``, ``top_k``,
             ``max_tokens``, ``stop``, ``seed``, ``reasoning_effort`` (mapped by
             :data:`THINKING_BUDGETS`), ``thinking_budget`` (tokens, passed as it is), ``thinking_level`` (mapped like an effort),
@@ -183,6 +188,7 @@ class GoogleModel:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout_s: float | None = None,
+        use_vertex_ai: bool = False,
         **params: Any,
     ) -> None:
         genai, types, errors = _sdk()
@@ -200,6 +206,9 @@ class GoogleModel:
         kwargs: dict[str, Any] = {}
         if api_key is not None:
             kwargs["api_key"] = api_key
+        if use_vertex_ai:
+            kwargs["vertexai"] = True
+        self.use_vertex_ai = bool(use_vertex_ai)
         if http:
             kwargs["http_options"] = types.HttpOptions(**http)
         self._genai = genai

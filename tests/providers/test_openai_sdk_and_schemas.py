@@ -214,3 +214,17 @@ async def test_cross_provider_fallback_records_the_model_and_replays(tmp_path: P
     finally:
         claude.close()
         gpt.close()
+
+
+async def test_use_vertex_ai_speaks_the_vertex_paths() -> None:
+    srv = GeminiServer()
+    try:
+        srv.answers.append(Answer(text="from vertex"))
+        agent = Agent(model="gemini-2.5-flash", base_url=srv.url, api_key="k", use_vertex_ai=True)
+        msg = await agent.model.agenerate([_user("q")], None)
+        assert msg.text() == "from vertex"
+        assert "/publishers/google/models/gemini-2.5-flash:generateContent" in srv.paths[0]
+        with pytest.raises(UnsupportedArgumentError):
+            Agent(model="gpt-4o", use_vertex_ai=True)
+    finally:
+        srv.close()

@@ -283,6 +283,9 @@ class Agent(BaseAgent):
             back with :meth:`parsed`. Answers that call tools are not parsed.
         output_retries: how many times the model is asked to correct its structured answer
             (default 2).
+        use_vertex_ai: Google only: call Gemini through Vertex AI instead of the Gemini API
+            (the fallbacks of provider ``google`` too); unset, ``GOOGLE_GENAI_USE_VERTEXAI``
+            decides. Other providers: ``GRAPH_010``.
         api_style: ``"chat"`` (chat completions, default) or ``"responses"`` (OpenAI's
             Responses API through the official ``openai`` SDK, extra ``openai``).
         trim_context: show the model what the graph's context manager
@@ -366,6 +369,7 @@ class Agent(BaseAgent):
         skills: Any = None,
         memory: Any = None,
         multimodal_config: Any = None,
+        use_vertex_ai: bool = False,
         **model_params: Any,
     ) -> None:
         if api_style not in ("chat", "responses"):
@@ -384,6 +388,9 @@ class Agent(BaseAgent):
             raise _unsupported("provider", f"use one of {PROVIDERS} (or leave it unset)")
         if provider is None and isinstance(model, str):
             provider = infer_provider(model)
+        if use_vertex_ai and (provider != "google" or not isinstance(model, str)):
+            raise _unsupported("use_vertex_ai", "it routes a Google model given by name")
+        self.use_vertex_ai = bool(use_vertex_ai)
         if output_type not in ("text", "json"):
             raise _unsupported("output_type", "only text (and JSON) answers are generated")
         if output_schema is not None and not (
@@ -582,6 +589,7 @@ class Agent(BaseAgent):
                 timeout_s=timeout_s,
                 max_retries=rc.max_retries if rc is not None else 0,
                 params=params,
+                use_vertex_ai=self.use_vertex_ai and provider == "google",
             )
         if isinstance(model, str):
             return OpenAICompatModel(
