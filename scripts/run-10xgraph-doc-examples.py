@@ -38,6 +38,7 @@ This script is a tool for developers; the test suite does not use it.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import subprocess
@@ -346,16 +347,17 @@ class Harness:
 
 
 def _import_of(name: str, blocks: list[str]) -> str | None:
-    """The page's one-line import statement that binds ``name``, renamed, if any."""
+    """The page's import statement (renamed) that binds ``name`` at top level, if any."""
     for block in blocks:
-        for line in rename(block).splitlines():
-            m = re.match(r"\s*(from\s+[\w.]+\s+)?import\s+(.+)$", line)
-            if not m or m.group(2).rstrip().endswith("("):
-                continue
-            for part in m.group(2).split("#")[0].split(","):
-                bound = part.split(" as ")[-1].strip().split(".")[0]
-                if bound == name:
-                    return line.strip()
+        try:
+            tree = ast.parse(rename(block))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if (alias.asname or alias.name.split(".")[0]) == name:
+                        return ast.unparse(node)
     return None
 
 

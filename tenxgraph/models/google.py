@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+import pydantic
 
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
@@ -261,6 +262,13 @@ class GoogleModel:
         return contents, self._types.GenerateContentConfig(**config)
 
     def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, pydantic.ValidationError):  # the SDK could not read the answer
+            return ModelError(
+                f"google model {self.model!r} answered with a response the SDK could not "
+                f"read ({exc.error_count()} validation error(s); first: "
+                f"{exc.errors(include_url=False)[0]['msg']})",
+                context={"model": self.model, "provider": "google", "retryable": False},
+            )
         status = getattr(exc, "code", None)
         retryable = not isinstance(status, int) or status == 429 or status >= 500
         return ModelError(
@@ -326,7 +334,7 @@ class GoogleModel:
             resp = await self._client.aio.models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-        except (self._errors.APIError, OSError) as exc:
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None
         cands = resp.candidates or []
         finish = cands[0].finish_reason if cands else None
@@ -372,6 +380,6 @@ class GoogleModel:
                             )
                         else:
                             yield Message(role="assistant", content=part.text, delta=True)
-        except (self._errors.APIError, OSError) as exc:
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None
         yield self._message(parts, usage, finish, resp_id)

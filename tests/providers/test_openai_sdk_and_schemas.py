@@ -228,3 +228,33 @@ async def test_use_vertex_ai_speaks_the_vertex_paths() -> None:
             Agent(model="gpt-4o", use_vertex_ai=True)
     finally:
         srv.close()
+
+
+async def test_gemini_answer_the_sdk_cannot_read_is_a_model_error() -> None:
+    srv = GeminiServer()
+    try:
+        srv.answers.append(Answer(calls=[("lookup", "not an object")]))  # type: ignore[list-item]
+        agent = Agent(model="gemini-2.5-flash", base_url=srv.url, api_key="k")
+        with pytest.raises(ModelError) as info:
+            await agent.model.agenerate([_user("q")], None)
+        assert info.value.context["retryable"] is False
+        assert "could not read" in str(info.value)
+    finally:
+        srv.close()
+
+
+async def test_a_refused_request_does_not_fall_back(server: tuple[str, Any]) -> None:
+    provider, srv = server
+    srv.answers += [Answer(status=400), Answer(text="must not be asked")]
+    agent = Agent(
+        model=MODELS[provider],
+        provider=provider,
+        base_url=srv.url,
+        api_key="k",
+        retry_config=False,
+        fallback_models=["backup-model"],
+    )
+    with pytest.raises(ModelError) as info:
+        [m async for m in agent._generate([_user("q")], None, False, {})]
+    assert info.value.context["status_code"] == 400
+    assert info.value.context["retryable"] is False and len(srv.requests) == 1

@@ -306,7 +306,9 @@ class Agent(BaseAgent):
             a ``RetryConfig`` or a dict of its fields. Retries apply to models given by name;
             the circuit breaker to every target.
         fallback_models: model names (or ``(name, provider)`` tuples, or chat-model objects)
-            tried in order when the model raises ``ModelError``; a bare name has the agent's
+            tried in order when the model raises a retryable ``ModelError`` (429, 5xx,
+            connection errors, after the model's own retries; an error whose
+            ``context["retryable"]`` is ``False``, such as HTTP 400 or 401, is raised at once); a bare name has the agent's
             provider. The answer's ``metadata["model"]`` names the model that answered.
         timeout_s: seconds per HTTP request for a model given by name (default: the
             process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
@@ -759,6 +761,10 @@ class Agent(BaseAgent):
             except ModelError as exc:
                 self._record(model, ok=False)
                 await events.error(exc)
+                if exc.context.get("retryable") is False:
+                    # a request the provider refused (400, 401...) or an answer it garbled:
+                    # not an outage, so no fallback model is asked
+                    raise
                 last = exc
                 continue
             self._record(model, ok=True)
