@@ -527,8 +527,9 @@ class OpenAIModel(OpenAICompatModel):
             stream = await self._with_retries(
                 lambda: client.responses.create(**req, **hdr, stream=True, timeout=timeout)
             )
-            async for msg in self._responses_stream(stream):
-                yield msg
+            async with stream:  # closes the response also when the caller stops early
+                async for msg in self._responses_stream(stream):
+                    yield msg
             return
         body = self.build_request(messages, tools, **kwargs)
         body.setdefault("stream_options", {"include_usage": True})
@@ -538,9 +539,11 @@ class OpenAIModel(OpenAICompatModel):
         )
         acc = _StreamAccumulator(self.model)
         try:
-            async for chunk in stream:
-                for fragment in acc.feed_event(chunk.model_dump(mode="json", exclude_none=True)):
-                    yield fragment
+            async with stream:  # closes the response also when the caller stops early
+                async for chunk in stream:
+                    event = chunk.model_dump(mode="json", exclude_none=True)
+                    for fragment in acc.feed_event(event):
+                        yield fragment
         except self._sdk.OpenAIError as exc:
             raise self._error(
                 f"the stream from model {self.model!r} broke after {acc.events} event(s) "

@@ -258,3 +258,21 @@ async def test_a_refused_request_does_not_fall_back(server: tuple[str, Any]) -> 
         [m async for m in agent._generate([_user("q")], None, False, {})]
     assert info.value.context["status_code"] == 400
     assert info.value.context["retryable"] is False and len(srv.requests) == 1
+
+
+async def test_without_the_sdk_openai_uses_the_httpx_adapter(
+    openai_srv: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from tenxgraph.models import OpenAICompatModel
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if the extra were not installed
+    agent = Agent(model="gpt-4o", base_url=openai_srv.url, api_key="k")
+    assert type(agent.model) is OpenAICompatModel
+    openai_srv.answers.append(Answer(text="over httpx"))
+    msg = await agent.model.agenerate([_user("q")], None)
+    assert msg.text() == "over httpx"
+    with pytest.raises(ModelError) as info:  # only the SDK speaks the Responses API
+        Agent(model="o4-mini", base_url=openai_srv.url, reasoning_config={"summary": "auto"})
+    assert info.value.context["missing_package"] == "openai"

@@ -564,24 +564,6 @@ class Agent(BaseAgent):
         timeout_s: float | None,
     ) -> ChatModel:
         rc = self.retry_config
-        if isinstance(model, str) and provider in (None, "openai"):
-            responses = self.api_style == "responses"
-            if responses or openai_sdk_available():
-                from tenxgraph.models.openai import OpenAIModel
-
-                return OpenAIModel(
-                    model,
-                    base_url=base_url,
-                    api_key=api_key,
-                    timeout_s=timeout_s,
-                    max_retries=rc.max_retries if rc is not None else 0,
-                    api_style=self.api_style,
-                    retry_statuses=rc.retryable_status_codes if rc is not None else None,
-                    initial_delay_s=rc.initial_delay if rc is not None else 0.0,
-                    backoff_factor=rc.backoff_factor if rc is not None else 2.0,
-                    max_delay_s=rc.max_delay if rc is not None else 0.0,
-                    **params,
-                )
         if isinstance(model, str) and provider in ("google", "anthropic"):
             return make_provider_model(
                 provider,
@@ -594,7 +576,15 @@ class Agent(BaseAgent):
                 use_vertex_ai=self.use_vertex_ai and provider == "google",
             )
         if isinstance(model, str):
-            return OpenAICompatModel(
+            # the official SDK when installed (the Responses API needs it), else the httpx
+            # adapter: the same requests, answers and retry policy
+            extra: dict[str, Any] = {}
+            cls: type[OpenAICompatModel] = OpenAICompatModel
+            if self.api_style == "responses" or openai_sdk_available():
+                from tenxgraph.models.openai import OpenAIModel
+
+                cls, extra = OpenAIModel, {"api_style": self.api_style}
+            return cls(
                 model,
                 base_url=base_url,
                 api_key=api_key,
@@ -604,6 +594,7 @@ class Agent(BaseAgent):
                 initial_delay_s=rc.initial_delay if rc is not None else 0.0,
                 backoff_factor=rc.backoff_factor if rc is not None else 2.0,
                 max_delay_s=rc.max_delay if rc is not None else 0.0,
+                **extra,
                 **params,
             )
         if callable(getattr(model, "agenerate", None)):
