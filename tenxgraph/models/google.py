@@ -17,6 +17,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 import orjson
+import pydantic
 
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
@@ -229,6 +230,11 @@ class GoogleModel:
         base_url: another endpoint (default: the SDK's; ``GOOGLE_GEMINI_BASE_URL`` is read by
             the SDK too).
         timeout_s: per-request timeout in seconds (default: the SDK's).
+        use_vertex_ai: route the calls through Vertex AI (``genai.Client(vertexai=True)``:
+            Application Default Credentials with ``GOOGLE_CLOUD_PROJECT`` /
+            ``GOOGLE_CLOUD_LOCATION``, or an API key in Vertex AI express mode;
+            ``GOOGLE_VERTEX_BASE_URL`` is read by the SDK). ``False`` (default) leaves the
+            choice to the SDK, which reads ``GOOGLE_GENAI_USE_VERTEXAI``.
         **params: default request parameters: ``temperature``, ``top_p``, ``top_k``,
             ``max_tokens``, ``stop``, ``seed``, ``reasoning_effort`` (mapped by
             :data:`THINKING_BUDGETS`), ``thinking_budget`` (tokens, passed as it is), ``thinking_level`` (mapped like an effort),
@@ -247,6 +253,7 @@ class GoogleModel:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout_s: float | None = None,
+        use_vertex_ai: bool = False,
         **params: Any,
     ) -> None:
         genai, types, errors = _sdk()
@@ -264,6 +271,9 @@ class GoogleModel:
         kwargs: dict[str, Any] = {}
         if api_key is not None:
             kwargs["api_key"] = api_key
+        if use_vertex_ai:
+            kwargs["vertexai"] = True
+        self.use_vertex_ai = bool(use_vertex_ai)
         if http:
             kwargs["http_options"] = types.HttpOptions(**http)
         self._genai = genai
@@ -316,6 +326,13 @@ class GoogleModel:
         return contents, self._types.GenerateContentConfig(**config)
 
     def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, pydantic.ValidationError):  # the SDK could not read the answer
+            return ModelError(
+                f"google model {self.model!r} answered with a response the SDK could not "
+                f"read ({exc.error_count()} validation error(s); first: "
+                f"{exc.errors(include_url=False)[0]['msg']})",
+                context={"model": self.model, "provider": "google", "retryable": False},
+            )
         status = getattr(exc, "code", None)
         retryable = not isinstance(status, int) or status == 429 or status >= 500
         return ModelError(
@@ -354,7 +371,7 @@ class GoogleModel:
             resp = await self._client.aio.models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-        except (self._errors.APIError, OSError) as exc:
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None
         cands = resp.candidates or []
         finish = cands[0].finish_reason if cands else None
@@ -383,5 +400,5 @@ class GoogleModel:
             )
             async for message in gemini_stream(self.model, stream):
                 yield message
-        except (self._errors.APIError, OSError) as exc:
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None

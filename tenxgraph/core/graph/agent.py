@@ -45,6 +45,7 @@ from tenxgraph.core._context import current_run
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, ValidationError
 from tenxgraph.core.state import AgentState, Message, TextBlock
 from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, normalize_assistant
+from tenxgraph.models.openai import sdk_available as openai_sdk_available
 from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_model
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
@@ -74,6 +75,7 @@ _DEFAULT = object()
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 _REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+_REASONING_SUMMARIES = ("auto", "concise", "detailed")
 
 
 def fill_placeholders(text: str, state: Any) -> str:
@@ -184,13 +186,28 @@ def _reasoning_params(model: Any, config: Any, provider: str = "openai") -> dict
     if config is True:
         return {"reasoning_effort": "medium"}
     if isinstance(config, dict):
-        unknown = set(config) - {"effort"}
+        allowed = {"effort", "summary"} if provider == "openai" else {"effort"}
+        unknown = set(config) - allowed
         if unknown:
             raise _unsupported(
                 "reasoning_config",
-                f"the chat-completions API takes only 'effort' (got {sorted(unknown)}); "
-                "'summary' is a Responses-API option and 'thinking_budget' a Gemini one",
+                f"provider {provider!r} takes only {sorted(allowed)} (got {sorted(unknown)}); "
+                "'summary' is an OpenAI Responses-API option and 'thinking_budget' a Gemini one",
             )
+        summary = config.get("summary")
+        if summary is not None:
+            if summary not in _REASONING_SUMMARIES:
+                raise UnsupportedArgumentError(
+                    f"reasoning_config['summary'] must be one of {_REASONING_SUMMARIES}, "
+                    f"got {summary!r}",
+                    context={
+                        "argument": "reasoning_config",
+                        "where": "Agent",
+                        "did_you_mean": None,
+                    },
+                )
+            rest = {k: v for k, v in config.items() if k != "summary"}
+            return {**_reasoning_params(model, rest, provider), "reasoning_summary": summary}
         effort = config.get("effort")
         if effort is None:
             return {}
@@ -230,10 +247,12 @@ class Agent(BaseAgent, AgentSkillsMixin):
     """A node calling a chat model (10xGraph-compatible ``Agent``).
 
     Args:
-        model: a model name served by an OpenAI-compatible chat-completions endpoint
-            (``"gpt-4o"``, ``"openai/gpt-4o"``; the ``openai/`` prefix is stripped), or any object
-            implementing the chat-model protocol (``tenxgraph.models.ChatModel``, e.g.
-            ``tenxgraph.models.ScriptedModel``).
+        model: a model name (``"gpt-4o"``, ``"gemini-2.5-flash"``, ``"claude-sonnet-4-5"``,
+            ``"openai/gpt-4o"``; see ``provider``), or any object implementing the chat-model
+            protocol (``tenxgraph.models.ChatModel``, e.g. ``tenxgraph.models.ScriptedModel``).
+            An OpenAI name is served through the official ``openai`` SDK when it is installed
+            (``tenxgraph.models.openai.OpenAIModel``), else by the httpx adapter
+            ``OpenAICompatModel``: the same requests, answers and retry policy.
         system_prompt: messages sent first on every call, e.g.
             ``[{"role": "system", "content": "You help {user_name}."}]``; ``content`` may be a
             string or a list of ``{"type": "text", "text": ...}`` parts. ``{field}``
@@ -265,12 +284,20 @@ class Agent(BaseAgent, AgentSkillsMixin):
             back with :meth:`parsed`. Answers that call tools are not parsed.
         output_retries: how many times the model is asked to correct its structured answer
             (default 2).
+        use_vertex_ai: Google only: call Gemini through Vertex AI instead of the Gemini API
+            (the fallbacks of provider ``google`` too); unset, ``GOOGLE_GENAI_USE_VERTEXAI``
+            decides. Other providers: ``GRAPH_010``.
+        api_style: ``"chat"`` (chat completions, default) or ``"responses"`` (OpenAI's
+            Responses API through the official ``openai`` SDK, extra ``openai``).
         trim_context: show the model what the graph's context manager
             (``StateGraph(context_manager=...)``) keeps. In a graph without one the agent
             runs untrimmed (the model sees the whole conversation, as in 10xGraph) and
             ``compile()`` logs one warning naming the fix.
         reasoning_config: ``{"effort": "low" | "medium" | "high"}`` or ``True`` (medium) is
-            sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. Unset: ``medium``
+            sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. OpenAI also takes
+            ``"summary": "auto" | "concise" | "detailed"``, which switches the agent to the
+            Responses API (only it returns reasoning summaries; they land in
+            ``Message.reasoning``). Unset: ``medium``
             for reasoning models (names starting ``o1``, ``o3``, ``o4``, ``gpt-5``), nothing
             for others. Google and Anthropic map the effort to a thinking budget
             (``tenxgraph.models.google.THINKING_BUDGETS`` / ``.anthropic.THINKING_BUDGETS``);
@@ -280,7 +307,9 @@ class Agent(BaseAgent, AgentSkillsMixin):
             a ``RetryConfig`` or a dict of its fields. Retries apply to models given by name;
             the circuit breaker to every target.
         fallback_models: model names (or ``(name, provider)`` tuples, or chat-model objects)
-            tried in order when the model raises ``ModelError``; a bare name has the agent's
+            tried in order when the model raises a retryable ``ModelError`` (429, 5xx,
+            connection errors, after the model's own retries; an error whose
+            ``context["retryable"]`` is ``False``, such as HTTP 400 or 401, is raised at once); a bare name has the agent's
             provider. The answer's ``metadata["model"]`` names the model that answered.
         timeout_s: seconds per HTTP request for a model given by name (default: the
             process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
@@ -302,9 +331,12 @@ class Agent(BaseAgent, AgentSkillsMixin):
 
     Raises:
         UnsupportedArgumentError: ``GRAPH_010`` for options tenxgraph does not implement
-            (``api_style="responses"``, ``memory``, ``multimodal_config``, media
-            ``output_type`` s, providers other than OpenAI-compatible), ``GRAPH_009`` for a
-            malformed ``retry_config`` / ``reasoning_config``.
+            (``api_style="responses"`` for a model object or another provider, ``memory``,
+            ``multimodal_config``, media ``output_type`` s, providers other than ``openai`` /
+            ``google`` / ``anthropic``), ``GRAPH_009`` for a malformed ``retry_config`` /
+            ``reasoning_config``.
+        ModelError: ``MODEL_001`` the provider's SDK is not installed (``google``,
+            ``anthropic``; ``openai`` for ``api_style="responses"``).
         GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, ``output_schema``
             is not a Pydantic model class, ``skills`` is not a ``SkillConfig``, or on-demand
             skills found without a tool node (``SkillsToolNodeError``).
@@ -340,10 +372,15 @@ class Agent(BaseAgent, AgentSkillsMixin):
         skills: Any = None,
         memory: Any = None,
         multimodal_config: Any = None,
+        use_vertex_ai: bool = False,
         **model_params: Any,
     ) -> None:
-        if api_style != "chat":
-            raise _unsupported("api_style", "only the chat-completions API is spoken")
+        if api_style not in ("chat", "responses"):
+            raise _unsupported("api_style", "use 'chat' or 'responses'")
+        if api_style == "responses" and not isinstance(model, str):
+            raise _unsupported(
+                "api_style", "'responses' applies to a model given by name (provider='openai')"
+            )
         for name, value in (
             ("memory", memory),
             ("multimodal_config", multimodal_config),
@@ -354,6 +391,9 @@ class Agent(BaseAgent, AgentSkillsMixin):
             raise _unsupported("provider", f"use one of {PROVIDERS} (or leave it unset)")
         if provider is None and isinstance(model, str):
             provider = infer_provider(model)
+        if use_vertex_ai and (provider != "google" or not isinstance(model, str)):
+            raise _unsupported("use_vertex_ai", "it routes a Google model given by name")
+        self.use_vertex_ai = bool(use_vertex_ai)
         if output_type not in ("text", "json"):
             raise _unsupported("output_type", "only text (and JSON) answers are generated")
         if output_schema is not None and not (
@@ -377,6 +417,11 @@ class Agent(BaseAgent, AgentSkillsMixin):
         if output_type == "json" and output_schema is None:
             params.setdefault("response_format", {"type": "json_object"})
         params.update(_reasoning_params(model, reasoning_config, provider or "openai"))
+        if params.get("reasoning_summary") is not None:
+            api_style = "responses"  # only the Responses API returns reasoning summaries
+        if api_style == "responses" and provider not in (None, "openai"):
+            raise _unsupported("api_style", "'responses' is an OpenAI API (provider='openai')")
+        self.api_style = api_style
         self._model_kwargs: dict[str, Any] = {}
         self.model: ChatModel = self._make_model(
             model, provider, base_url, api_key, params, timeout_s
@@ -482,9 +527,18 @@ class Agent(BaseAgent, AgentSkillsMixin):
                 timeout_s=timeout_s,
                 max_retries=rc.max_retries if rc is not None else 0,
                 params=params,
+                use_vertex_ai=self.use_vertex_ai and provider == "google",
             )
         if isinstance(model, str):
-            return OpenAICompatModel(
+            # the official SDK when installed (the Responses API needs it), else the httpx
+            # adapter: the same requests, answers and retry policy
+            extra: dict[str, Any] = {}
+            cls: type[OpenAICompatModel] = OpenAICompatModel
+            if self.api_style == "responses" or openai_sdk_available():
+                from tenxgraph.models.openai import OpenAIModel
+
+                cls, extra = OpenAIModel, {"api_style": self.api_style}
+            return cls(
                 model,
                 base_url=base_url,
                 api_key=api_key,
@@ -494,6 +548,7 @@ class Agent(BaseAgent, AgentSkillsMixin):
                 initial_delay_s=rc.initial_delay if rc is not None else 0.0,
                 backoff_factor=rc.backoff_factor if rc is not None else 2.0,
                 max_delay_s=rc.max_delay if rc is not None else 0.0,
+                **extra,
                 **params,
             )
         if callable(getattr(model, "agenerate", None)):
@@ -651,6 +706,10 @@ class Agent(BaseAgent, AgentSkillsMixin):
             except ModelError as exc:
                 self._record(model, ok=False)
                 await events.error(exc)
+                if exc.context.get("retryable") is False:
+                    # a request the provider refused (400, 401...) or an answer it garbled:
+                    # not an outage, so no fallback model is asked
+                    raise
                 last = exc
                 continue
             self._record(model, ok=True)
