@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.crypto import Cipher, check_cipher
 from tenxgraph.storage.kv import MemoryKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
@@ -31,6 +32,10 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``) sealing
+            state values, message rows, ledger results and state-cache entries with AES-GCM
+            before they are stored (default ``None``: plain JSON); see
+            :class:`BaseCheckpointer` and docs/how-to/encryption.md.
 
     Stored data is encoded exactly as the durable stores encode it, so a value that could not
     be stored in Postgres cannot be stored here either.
@@ -47,7 +52,9 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        cipher: Cipher | None = None,
     ) -> None:
+        cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         # The in-memory source is private to this checkpointer and every write goes through
@@ -65,4 +72,5 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            cipher=cipher,
         )

@@ -15,6 +15,7 @@ from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.storage._cache_mac import check_key
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.crypto import Cipher, check_cipher
 from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
@@ -114,6 +115,10 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``) sealing
+            state values, message rows, ledger results and state-cache entries with AES-GCM
+            before they are stored in Postgres, Redis or the LRU (default ``None``: plain
+            JSON); see :class:`BaseCheckpointer` and docs/how-to/encryption.md.
         answer_timeout_s: seconds a statement may wait for Postgres's answer (default 10.0;
             ``None``: no limit). A connection that stays silent longer (a black-holed route,
             a frozen server) is shut down: a read fails with ``TransientStorageError``, a
@@ -171,7 +176,9 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         enqueue_timeout_s: float | None = 300.0,
         answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
         cache_mac_key: bytes | None = None,
+        cipher: Cipher | None = None,
     ) -> None:
+        cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_url is not None:
@@ -277,6 +284,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            cipher=cipher,
         )
         self._loop_guards: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[None]

@@ -7,6 +7,7 @@ from typing import Literal
 
 from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.crypto import Cipher, check_cipher
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.sqlite import SqliteStore
@@ -37,6 +38,10 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``) sealing
+            state values, message rows, ledger results and state-cache entries with AES-GCM
+            before they are stored (default ``None``: plain JSON); see
+            :class:`BaseCheckpointer` and docs/how-to/encryption.md.
     """
 
     def __init__(
@@ -51,7 +56,9 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        cipher: Cipher | None = None,
     ) -> None:
+        cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_path is None:
@@ -68,4 +75,5 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            cipher=cipher,
         )
