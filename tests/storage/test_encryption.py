@@ -231,6 +231,11 @@ def _wal_files(b: Backend, start: str, end: str) -> list[Path]:
     return sorted(p for p in wal.iterdir() if len(p.name) == 24 and first <= p.name <= last)
 
 
+def _read_all(paths: list[Path]) -> bytes:
+    """The bytes of the files of ``paths`` that exist, concatenated."""
+    return b"".join(p.read_bytes() for p in paths if p.exists())
+
+
 def _all_row_bytes(b: Backend) -> bytes:
     """Every value of every row of every tenxgraph table, raw (bytea as its bytes)."""
     if b.kind == "postgres":
@@ -289,11 +294,8 @@ async def test_no_plaintext_in_tables_wal_file_or_redis(
     assert control.encode() in rows
     assert secret.encode() not in rows
     if backend.kind == "sqlite":
-        raw = b"".join(
-            Path(p).read_bytes()
-            for p in (backend.path, backend.path + "-wal")  # type: ignore[attr-defined]
-            if Path(p).exists()
-        )
+        path: str = backend.path  # type: ignore[attr-defined]
+        raw = _read_all([Path(path), Path(path + "-wal")])
         assert control.encode() in raw
         assert secret.encode() not in raw
         return
@@ -303,7 +305,7 @@ async def test_no_plaintext_in_tables_wal_file_or_redis(
     files = _wal_files(backend, start, end)
     if not files or not os.access(files[0], os.R_OK):
         pytest.fail("the WAL files of the test server are not readable from the test")
-    wal = b"".join(p.read_bytes() for p in files if p.exists())
+    wal = _read_all(files)
     assert control.encode() in wal
     assert secret.encode() not in wal
     # Redis: every key and value under the prefix

@@ -79,7 +79,8 @@ async def test_rotate_keys_under_load(pg_dsn: str, pg_schema: str) -> None:
     ]  # fmt: skip
     failures: list[BaseException] = []
     turns = 0
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # polled (never waited on) by the turns below until it exits
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: ASYNC220
     try:
         app = app_of(new)
 
