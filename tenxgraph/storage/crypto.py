@@ -76,10 +76,6 @@ _KEY_SIZES = (16, 24, 32)
 MAX_KEY_ID = 64
 
 
-def _lp(b: bytes) -> bytes:
-    return _LEN.pack(len(b)) + b
-
-
 def aad(header: bytes, table: str, user_id: str, thread_id: str, position: int | str) -> bytes:
     """The associated data of one sealed value: what it is bound to.
 
@@ -93,16 +89,24 @@ def aad(header: bytes, table: str, user_id: str, thread_id: str, position: int |
     Returns:
         Bytes, every field length-prefixed (no two different tuples give the same bytes).
     """
-    pos = f"i{position}" if type(position) is int else f"s{position}"
-    return b"".join(
-        (
-            _AAD_PREFIX,
-            _lp(header),
-            _lp(table.encode()),
-            _lp(user_id.encode("utf-8", "surrogatepass")),
-            _lp(thread_id.encode("utf-8", "surrogatepass")),
-            _lp(pos.encode("utf-8", "surrogatepass")),
-        )
+    pos = (f"i{position}" if type(position) is int else f"s{position}").encode(
+        "utf-8", "surrogatepass"
+    )
+    t = table.encode()
+    u = user_id.encode("utf-8", "surrogatepass")
+    th = thread_id.encode("utf-8", "surrogatepass")
+    return b"%s%s%s%s%s%s%s%s%s%s%s" % (
+        _AAD_PREFIX,
+        _LEN.pack(len(header)),
+        header,
+        _LEN.pack(len(t)),
+        t,
+        _LEN.pack(len(u)),
+        u,
+        _LEN.pack(len(th)),
+        th,
+        _LEN.pack(len(pos)),
+        pos,
     )
 
 
@@ -388,16 +392,16 @@ def _ring_for_write(cipher: Cipher, user_id: str) -> Keyring:
 
 
 def seal_write(cipher: Cipher, w: CheckpointWrite) -> CheckpointWrite:
-    """``w`` with its values sealed for version ``w.expected_version + 1`` and each new message
-    row sealed for its seq (``w`` itself is not changed)."""
+    """Seal ``w`` in place and return it: its values for version ``w.expected_version + 1``,
+    each new message row for its seq. The caller hands ``w`` to the store next and keeps no
+    plaintext reference to its bytes (the facade built it for this one write)."""
     ring = _ring_for_write(cipher, w.user_id)
     user, tid = w.user_id, w.thread_id
     seal = ring.seal
-    return replace(
-        w,
-        values=seal(w.values, "checkpoints", user, tid, w.expected_version + 1),
-        new_messages=[(seq, seal(b, "messages", user, tid, seq)) for seq, b in w.new_messages],
-    )
+    w.values = seal(w.values, "checkpoints", user, tid, w.expected_version + 1)
+    if w.new_messages:
+        w.new_messages = [(q, seal(b, "messages", user, tid, q)) for q, b in w.new_messages]
+    return w
 
 
 def open_record(cipher: Cipher, rec: StoredCheckpoint, start: int = 0) -> StoredCheckpoint:
