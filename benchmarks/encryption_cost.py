@@ -11,6 +11,9 @@ alike. Printed (one JSON line per variant, then the ratios):
 * ``step_ms``: median wall time of one step (round trip to Postgres included);
 * ``step_cpu_us``: median client CPU of one step (``time.process_time``), where sealing and
   opening show up undiluted by the network;
+* ``seal_open_us``: the sealing and opening one step does, timed alone on the step's real
+  bytes (its values and one message sealed; the turn's first read opens the values once, a
+  third of it per step): a floor for the ratio that machine load cannot blur;
 * ``load``: the 1-minute load average before and after (``os.getloadavg``), and the cores.
 
 The schema is dropped afterwards.
@@ -24,6 +27,7 @@ import json
 import os
 import statistics
 import time
+import timeit
 import uuid
 from typing import Any
 
@@ -31,8 +35,10 @@ import psycopg
 
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.records import CheckpointWrite
+from tenxgraph.storage import serde
 from tenxgraph.storage.checkpointer import PgCheckpointer
-from tenxgraph.storage.crypto import Keyring
+from tenxgraph.storage.crypto import Keyring, seal_write
 from tenxgraph.utils.constants import END
 
 DSN = os.environ.get("TENXGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -57,6 +63,31 @@ async def round_of(app: Any, cfg: dict[str, Any], turns: int) -> tuple[float, fl
         await app.ainvoke({"messages": [f"question {i}: {TEXT}"]}, dict(cfg))
     steps = 3 * turns
     return (time.perf_counter() - w0) / steps, (time.process_time() - c0) / steps
+
+
+async def seal_open_us(cp: Any, cfg: dict[str, Any], ring: Keyring) -> float:
+    """Microseconds of the sealing and opening of one step, on the thread's real bytes."""
+    state = await cp.aget_state(dict(cfg))
+    values = serde.encode_values(state, token="bench")
+    row = serde.encode_message(state.context[-1])
+    seq = len(state.context) + 1
+
+    def seal() -> CheckpointWrite:
+        w = CheckpointWrite(
+            "t", "u", 7, values, [(seq, row)], ((1, seq + 1),), seq + 1, "r", 20, 1.0
+        )
+        return seal_write(ring, w)
+
+    sealed = seal().values
+    n = 5000
+    seal_s = min(timeit.repeat(seal, number=n, repeat=5)) / n
+    open_s = (
+        min(
+            timeit.repeat(lambda: ring.open(sealed, "checkpoints", "u", "t", 8), number=n, repeat=5)
+        )
+        / n
+    )
+    return (seal_s + open_s / 3) * 1e6
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,6 +128,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "turns_per_round": args.turns,
                 "history_messages": args.history,
             }
+        crypto_us = await seal_open_us(cps["plain"], cfgs["plain"], ring)
+        out["seal_open_us"] = round(crypto_us, 1)
+        out["seal_open_share"] = round(crypto_us / out["plain"]["step_cpu_us"], 4)
         out["ratio_wall"] = round(out["sealed"]["step_ms"] / out["plain"]["step_ms"], 3)
         out["ratio_cpu"] = round(out["sealed"]["step_cpu_us"] / out["plain"]["step_cpu_us"], 3)
     finally:
@@ -128,6 +162,8 @@ def main() -> None:
             {
                 "ratio_wall": out["ratio_wall"],
                 "ratio_cpu": out["ratio_cpu"],
+                "seal_open_us_per_step": out["seal_open_us"],
+                "seal_open_share_of_step_cpu": out["seal_open_share"],
                 "redis": out["redis"],
                 **out["load"],
             }
