@@ -422,7 +422,8 @@ class DecryptionError(StorageError):
     :class:`SerializationError`: a listing that skips undecodable rows does not skip this one.
     ``context``: ``table``, ``thread_id``, ``position`` (version, message seq or ledger call
     key), ``key_id`` (``None`` when the row is not a sealed envelope), ``reason``
-    (``"unknown_key"``, ``"not_sealed"``, ``"authentication"``).
+    (``"unknown_key"``, ``"not_sealed"``, ``"authentication"``, or ``"no_cipher"``: a sealed
+    row read by a checkpointer without ``cipher=``).
     """
 
     default_code = "STORAGE_CRYPTO_001"

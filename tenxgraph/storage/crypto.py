@@ -59,6 +59,7 @@ __all__ = [
     "open_blob",
     "open_ledger",
     "open_record",
+    "refuse_without_cipher",
     "seal_blob",
     "seal_ledger",
     "seal_write",
@@ -230,7 +231,10 @@ class Keyring:
 
         Args:
             data: the plaintext bytes.
-            table, user_id, thread_id, position: where it is stored (see :func:`aad`).
+            table: the table it is stored in (see :func:`aad`).
+            user_id: the owner scope of its thread.
+            thread_id: its thread.
+            position: its version, message seq or ledger call key.
 
         Returns:
             The envelope (header, nonce, ciphertext and tag).
@@ -252,6 +256,13 @@ class Keyring:
     ) -> bytes:
         """Authenticate and decrypt an envelope read from ``table`` at ``(user_id, thread_id,
         position)``.
+
+        Args:
+            blob: the stored envelope.
+            table: the table it was read from (see :func:`aad`).
+            user_id: the owner scope of its thread.
+            thread_id: its thread.
+            position: its version, message seq or ledger call key.
 
         Returns:
             The plaintext bytes.
@@ -355,6 +366,8 @@ def _refused(
     table: str, thread_id: str, position: int | str, kid: str | None, reason: str
 ) -> DecryptionError:
     why = {
+        "no_cipher": f"it is sealed (key {kid!r}) and this checkpointer has no cipher= (the "
+        "tenxgraph CLI: --keyring)",
         "not_sealed": "it is not sealed (written without a cipher, or damaged)",
         "unknown_key": f"its key {kid!r} is not in the keyring (rotated out or shredded)",
         "authentication": "it does not authenticate here (altered, or moved from another "
@@ -371,6 +384,18 @@ def _refused(
             "reason": reason,
         },
     )
+
+
+def refuse_without_cipher(rec: StoredCheckpoint) -> None:
+    """Raise when ``rec`` (read by a checkpointer without a cipher) holds sealed values, so
+    an encrypted store read without its keyring says so instead of failing to parse JSON.
+
+    Raises:
+        DecryptionError: ``STORAGE_CRYPTO_001`` (``reason`` ``"no_cipher"``).
+    """
+    if rec.values[:2] == _MAGIC:
+        kid = key_id_of(rec.values)
+        raise _refused("checkpoints", rec.thread_id, rec.version, kid, "no_cipher")
 
 
 def _ring(cipher: Cipher, user_id: str, thread_id: str, table: str, position: int | str) -> Keyring:

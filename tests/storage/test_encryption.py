@@ -589,3 +589,59 @@ async def test_memory_checkpointer_seals_and_rotates() -> None:
     assert (await cp.aget_state(dict(cfg))).context[-1].text() == "echo hello"
     with pytest.raises(ConfigError):
         await InMemoryCheckpointer().arotate_keys()
+
+
+def test_documented_imports_in_a_fresh_interpreter() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "from tenxgraph.storage.crypto import Keyring, TenantKeyrings, keyring_from_env\n"
+        "from tenxgraph.core.exceptions import DecryptionError\n"
+        "assert DecryptionError().error_code == 'STORAGE_CRYPTO_001'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+async def test_cli_reads_and_rotates_an_encrypted_sqlite_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenxgraph.cli import main
+
+    db = str(tmp_path / "cli.db")
+    cp = SqliteCheckpointer(db, cipher=Keyring({"k1": K1}, active="k1"))
+    try:
+        await echo_app(cp).ainvoke(
+            {"messages": ["hello there"]}, {"thread_id": "c", "user_id": "u"}
+        )
+    finally:
+        await cp.aclose()
+    b64 = base64.b64encode
+    monkeypatch.setenv(crypto.KEYS_ENV, f"k1={b64(K1).decode()},k2={b64(K2).decode()}")
+    monkeypatch.setenv(crypto.ACTIVE_KEY_ENV, "k2")
+    ring = "tenxgraph.storage.crypto:keyring_from_env"
+    show = ["threads", "show", "c", "--user", "u", "--db", db]
+
+    def run(argv: list[str]) -> int:
+        return main(argv)
+
+    assert await anyio_to_thread(run, show) == 5  # sealed rows, no keyring: damaged (5)
+    assert "STORAGE_CRYPTO_001" in capsys.readouterr().err
+    assert await anyio_to_thread(run, [*show, "--keyring", ring]) == 0
+    assert "hello there" in capsys.readouterr().out
+    assert await anyio_to_thread(run, ["rotate-keys", "--db", db]) == 2  # no keyring
+    capsys.readouterr()
+    rotate = ["rotate-keys", "--db", db, "--keyring", ring, "--min-age", "0", "--json"]
+    assert await anyio_to_thread(run, rotate) == 0
+    assert '"messages": 2' in capsys.readouterr().out
+    with sqlite3.connect(db) as conn:
+        kids = {key_id_of(bytes(r[0])) for r in conn.execute("SELECT data FROM messages")}
+    assert kids == {"k2"}
+
+
+async def anyio_to_thread(fn: Callable[[list[str]], int], argv: list[str]) -> int:
+    """The CLI runs its own event loop: call it from a worker thread."""
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(fn, argv)

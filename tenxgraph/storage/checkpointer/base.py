@@ -502,10 +502,13 @@ class BaseCheckpointer(Generic[StateT]):
                 the JSONPath of what cannot be decoded.
             DecryptionError: ``STORAGE_CRYPTO_001`` when a sealed value does not open.
         """
-        if self.cipher is not None and not opened:
-            rec = crypto.open_record(
-                self.cipher, rec, rec.decoded[1] if rec.decoded is not None else 0
-            )
+        if self.cipher is not None:
+            if not opened:
+                rec = crypto.open_record(
+                    self.cipher, rec, rec.decoded[1] if rec.decoded is not None else 0
+                )
+        else:
+            crypto.refuse_without_cipher(rec)  # a 2-byte prefix check
         n: int
         base: list[Message]
         if rec.decoded is not None:
@@ -1130,8 +1133,11 @@ class BaseCheckpointer(Generic[StateT]):
             if below is None and before is None:  # the first page starts at the head
                 config["_checkpoint_version"] = recs[0].version if recs else 0
             for rec in recs:
-                if self.cipher is not None:  # a row that does not open is an error, not skipped
+                # a row that does not open is an error, not skipped
+                if self.cipher is not None:
                     rec = crypto.open_record(self.cipher, rec)
+                else:
+                    crypto.refuse_without_cipher(rec)
                 try:
                     loaded = self._decode(rec, cls, memo, opened=True)
                 except SerializationError as exc:
