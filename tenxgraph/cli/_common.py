@@ -153,6 +153,14 @@ def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> Stor
     )
 
 
+def operator_spec(args: argparse.Namespace) -> StoreSpec:
+    """The store of an operator command (``threads``, ``runs``, ``rotate-keys``): its options,
+    with ``--timeout`` defaulting to :data:`DEFAULT_TIMEOUT_S`."""
+    spec = _store_spec(args)
+    spec.timeout_s = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S
+    return spec
+
+
 async def _open(spec: StoreSpec, *, read_only: bool = False) -> Any:
     """A checkpointer ready to use: its schema set up (``setup``, ``demo``, ``replay``), or, with
     ``read_only``, checked without creating or migrating anything (every ``threads`` command).

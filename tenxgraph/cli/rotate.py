@@ -21,15 +21,13 @@ import sys
 from typing import Any
 
 from tenxgraph.cli._common import (
-    DEFAULT_TIMEOUT_S,
     EXIT_MISMATCH,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
-    StoreSpec,
     _add_store_args,
     _open,
-    _store_spec,
+    operator_spec,
 )
 
 __all__ = ["add_rotate_parser", "cmd_rotate"]
@@ -63,15 +61,9 @@ def add_rotate_parser(sub: Any) -> argparse.ArgumentParser:
     return r
 
 
-def _spec(args: argparse.Namespace) -> StoreSpec:
-    spec = _store_spec(args)
-    spec.timeout_s = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S
-    return spec
-
-
 async def cmd_rotate(args: argparse.Namespace) -> int:
     """Run ``tenxgraph rotate-keys``; returns the exit code."""
-    spec = _spec(args)
+    spec = operator_spec(args)
     if not spec.keyring:
         raise CliError(
             "rotate-keys needs --keyring package.module:attr (or $TENXGRAPH_KEYRING)", EXIT_USAGE

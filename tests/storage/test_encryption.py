@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _echo_app import echo_app
 
 from tenxgraph.core.exceptions import ConfigError, DecryptionError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
@@ -74,17 +75,6 @@ def tool_app(cp: Any, mark: str) -> Any:
     g.add_conditional_edges("MAIN", route, {"TOOL": "TOOL", END: END})
     g.add_edge("TOOL", "MAIN")
     g.set_entry_point("MAIN")
-    return g.compile(checkpointer=cp)
-
-
-def echo_app(cp: Any) -> Any:
-    async def reply(state: AgentState) -> Message:
-        return Message.text_message(f"echo {state.context[-1].text()}", role="assistant")
-
-    g = StateGraph(AgentState)
-    g.add_node("reply", reply)
-    g.set_entry_point("reply")
-    g.add_edge("reply", END)
     return g.compile(checkpointer=cp)
 
 

@@ -13,27 +13,14 @@ from typing import Any
 
 import anyio
 import pytest
+from _echo_app import echo_app
 
-from tenxgraph.core.graph import StateGraph
-from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.crypto import Keyring, key_id_of
-from tenxgraph.utils.constants import END
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.slow]
 
 K1, K2 = os.urandom(32), os.urandom(32)
 THREADS = 8
-
-
-def app_of(cp: Any) -> Any:
-    async def reply(state: AgentState) -> Message:
-        return Message.text_message(f"echo {state.context[-1].text()}", role="assistant")
-
-    g = StateGraph(AgentState)
-    g.add_node("reply", reply)
-    g.set_entry_point("reply")
-    g.add_edge("reply", END)
-    return g.compile(checkpointer=cp)
 
 
 async def test_rotate_keys_under_load(pg_dsn: str, pg_schema: str) -> None:
@@ -47,7 +34,7 @@ async def test_rotate_keys_under_load(pg_dsn: str, pg_schema: str) -> None:
         pg_dsn, schema=pg_schema, state_history_limit=None, cipher=Keyring({"k1": K1}, active="k1")
     )
     await old.asetup()
-    app = app_of(old)
+    app = echo_app(old)
     for t in range(THREADS):
         for i in range(6):
             await app.ainvoke({"messages": [f"t{t} q{i}"]}, {"thread_id": f"t{t}", "user_id": "u"})
@@ -82,7 +69,7 @@ async def test_rotate_keys_under_load(pg_dsn: str, pg_schema: str) -> None:
     # polled (never waited on) by the turns below until it exits
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: ASYNC220
     try:
-        app = app_of(new)
+        app = echo_app(new)
 
         async def worker(t: int) -> None:
             nonlocal turns

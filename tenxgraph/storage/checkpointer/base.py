@@ -2036,38 +2036,26 @@ class BaseCheckpointer(Generic[StateT]):
         store = self._tier("afork")
         origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
         meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
-        rec = await self._read_version(key, at_version, with_messages=self.cipher is not None)
-        if edit is None and self.cipher is not None:
-            # Sealed rows are bound to their thread: the fork's are opened and sealed again
-            # for it (no row is shared with the source).
-            rec = crypto.open_record(self.cipher, rec)
-            token = f"fork:{key.thread_id}:{at_version}:{os.urandom(16).hex()}"
-            w = CheckpointWrite(
-                thread_id=dst.thread_id,
-                user_id=dst.user_id,
-                expected_version=0,
-                values=_fork.restamp(rec.values, token, origin),
-                new_messages=list(zip(expand_ranges(rec.ranges), rec.messages or (), strict=True)),
-                ranges=rec.ranges,
-                next_seq=rec.next_seq,
-                status=rec.status,
-                history_limit=None,
-                created_at=time.time(),
-                token=token,
-            )
-            await self._write_travel(store.fork(key, at_version, self._sealed(w), (), meta), dst)
-            self._remember(dst, None)
-            return out
+        sealed = self.cipher is not None
+        rec = await self._read_version(key, at_version, with_messages=sealed and edit is None)
         if edit is None:
             # The stored values are kept as they are (fields the state class does not declare
-            # included); the rows are the version's own.
+            # included); the rows are the version's own. Sealed rows are bound to their
+            # thread: under a cipher the fork's are opened and sealed again for it (no row is
+            # shared with the source), else they are copied inside the store.
+            if self.cipher is not None:
+                rec = crypto.open_record(self.cipher, rec)
             token = f"fork:{key.thread_id}:{at_version}:{os.urandom(16).hex()}"
             w = CheckpointWrite(
                 thread_id=dst.thread_id,
                 user_id=dst.user_id,
                 expected_version=0,
                 values=_fork.restamp(rec.values, token, origin),
-                new_messages=[],
+                new_messages=(
+                    list(zip(expand_ranges(rec.ranges), rec.messages or (), strict=True))
+                    if sealed
+                    else []
+                ),
                 ranges=rec.ranges,
                 next_seq=rec.next_seq,
                 status=rec.status,
@@ -2075,7 +2063,8 @@ class BaseCheckpointer(Generic[StateT]):
                 created_at=time.time(),
                 token=token,
             )
-            await self._write_travel(store.fork(key, at_version, w, rec.ranges, meta), dst)
+            copy = () if sealed else rec.ranges
+            await self._write_travel(store.fork(key, at_version, self._sealed(w), copy, meta), dst)
             self._remember(dst, None)
             return out
         # The head (the usual fork point) comes decoded from the in-process tier when warm;
