@@ -635,3 +635,57 @@ async def anyio_to_thread(fn: Callable[[list[str]], int], argv: list[str]) -> in
     import anyio.to_thread
 
     return await anyio.to_thread.run_sync(fn, argv)
+
+
+async def test_a_moved_ledger_row_fails_the_replay_of_a_resumed_run(backend: Backend) -> None:
+    """A run resumed before its tool node answers the recorded call from the ledger; when that
+    row holds another thread's ciphertext, the run fails with STORAGE_CRYPTO_001 instead of
+    serving it (or silently running the tool again)."""
+    ring = Keyring({"k1": K1}, active="k1")
+    secret = marker()
+    cp = backend.make(cipher=ring, state_history_limit=None)
+    try:
+        await cp.asetup()
+        app = tool_app(cp, secret)
+        a = {"thread_id": "LA", "user_id": "alice"}
+        b = {"thread_id": "LB", "user_id": "alice"}
+        await app.ainvoke({"messages": ["first"]}, dict(a))
+        await app.ainvoke({"messages": ["other"]}, dict(b))
+        hist = await cp.aget_state_history(dict(a))
+        before_tool = next(s.version for s in hist if s.next_node == "TOOL")
+        # the control: rewound before the tool node, the resumed run answers from the ledger
+        await cp.arewind(dict(a), before_tool)
+        out = await app.ainvoke(None, dict(a))
+        assert secret in out["messages"][-1].text()
+        await cp.arewind(dict(a), before_tool)
+    finally:
+        await cp.aclose()
+    backend.execute(
+        backend.sql(
+            "UPDATE {tool_executions} SET result = (SELECT result FROM {tool_executions} WHERE "
+            "thread_id = 'LB') WHERE thread_id = 'LA'"
+        )
+    )
+    cp = backend.make(cipher=ring, state_history_limit=None)
+    try:
+        with pytest.raises(DecryptionError) as info:
+            await tool_app(cp, "never").ainvoke(None, dict(a))
+        assert info.value.context["table"] == "tool_executions"
+    finally:
+        await cp.aclose()
+
+
+def test_a_checkpointer_of_your_own_refuses_a_cipher() -> None:
+    from tenxgraph.storage.checkpointer import BaseCheckpointer
+
+    class Mine(BaseCheckpointer[AgentState]):
+        async def aget_state(self, config: dict[str, Any], state_cls: Any = None) -> Any:
+            return None
+
+        async def aput_state(self, config: dict[str, Any], state: AgentState) -> AgentState:
+            return state
+
+    Mine()  # fine without
+    with pytest.raises(ConfigError) as info:
+        Mine(cipher=Keyring({"k1": K1}, active="k1"))
+    assert info.value.context["key"] == "cipher"

@@ -25,6 +25,7 @@ import orjson
 from tenxgraph.core._portal import run_sync
 from tenxgraph.core.config import check_lease_timing, check_strategy, normalize_config
 from tenxgraph.core.exceptions import (
+    ConfigError,
     DecryptionError,
     ResourceNotFoundError,
     SchemaMissingError,
@@ -227,7 +228,7 @@ class BaseCheckpointer(Generic[StateT]):
 
     Raises:
         ConfigError: ``CONFIG_001`` for an unknown ``multitask_strategy``, bad lease timing,
-            or a ``cipher`` that is not a keyring.
+            or a ``cipher`` that is not a keyring (or given without a store).
         ValueError: a negative ``state_history_limit``.
         TypeError: a subclass without a store that does not implement ``aget_state`` and
             ``aput_state``.
@@ -250,6 +251,12 @@ class BaseCheckpointer(Generic[StateT]):
     ) -> None:
         #: the keyring sealing stored content (``None``: plain JSON)
         self.cipher = crypto.check_cipher(cipher)
+        if self.cipher is not None and store is None:
+            raise ConfigError(
+                "cipher= seals what tenxgraph's own stores write; a checkpointer of your own "
+                "(no store) stores states itself and must encrypt them itself",
+                context={"key": "cipher"},
+            )
         if state_history_limit is not None and state_history_limit < 0:
             raise ValueError("state_history_limit must be >= 0 or None")
         #: the default multitask strategy of runs whose config names none
@@ -1826,8 +1833,6 @@ class BaseCheckpointer(Generic[StateT]):
                 ``batch`` / ``min_age_s``.
             StorageError: ``STORAGE_000`` for a checkpointer of the application's own.
         """
-        from tenxgraph.core.exceptions import ConfigError
-
         if self.cipher is None:
             raise ConfigError(
                 "rotate_keys needs a checkpointer built with cipher=Keyring(...)",
