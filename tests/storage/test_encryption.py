@@ -503,8 +503,17 @@ async def test_crypto_shredding_with_tenant_keyrings(backend: Backend) -> None:
                 {"messages": ["more"]}, {"thread_id": "new", "user_id": "alice"}
             )
         assert (await cp.aget_state(dict(bb))).context[0].text() == "bob's words"
+        # rotation per tenant: bob's rows move to his new key; alice's cannot be opened
+        rings["bob"] = Keyring({"b1": K2, "b2": K1}, active="b2")
+        report = await cp.arotate_keys(min_age_s=0)
+        assert report.resealed == {"checkpoints": 1, "messages": 2, "tool_executions": 0}
+        assert report.unreadable == {"checkpoints": 1, "messages": 2, "tool_executions": 0}
+        rings["bob"] = Keyring({"b2": K1}, active="b2")
+        await cp.store.invalidate(cp.key_for(dict(bb)))
+        assert (await cp.aget_state(dict(bb))).context[0].text() == "bob's words"
     finally:
         await cp.aclose()
+    assert _key_ids(backend) == {"a1": 3, "b2": 3}
 
 
 async def test_fork_rewind_and_state_cache_under_a_cipher(backend: Backend) -> None:
