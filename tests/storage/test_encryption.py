@@ -318,6 +318,16 @@ async def test_no_plaintext_in_tables_wal_file_or_redis(
     finally:
         client.close()
     assert sealed == 1  # the encrypted thread's copy is there, sealed
+    # ... and served: a fresh process's Redis tier returns it (not refused as garbage)
+    fresh = backend.make(cipher=ring, **extra)
+    try:
+        tier = next(c for c in fresh.store.caches if c.name == "redis")
+        copy = await tier.get(fresh.key_for({"thread_id": "enc", "user_id": "alice"}))
+        assert copy is not None and key_id_of(copy.values) == "k1"
+        state = await fresh.aget_state({"thread_id": "enc", "user_id": "alice"})
+        assert secret in state.context[-1].text()
+    finally:
+        await fresh.aclose()
     assert control.encode() in bytes(blob)
     assert secret.encode() not in bytes(blob)
 
