@@ -55,6 +55,9 @@ class StoreSpec:
         partitions: hash partitions of a fresh Postgres schema (``None``: plain tables).
         keyring: ``package.module:attr`` naming the cipher of an encrypted store
             (``tenxgraph.storage.crypto.load_cipher``; ``None``: no cipher).
+        thread_ttl_s: the checkpointer's default thread time to live in seconds
+            (``threads sweep``; ``None``: only threads with their own TTL expire).
+        enforce_user_isolation: the checkpointer's isolation setting (``users erase``).
     """
 
     dsn: str | None = None
@@ -67,6 +70,8 @@ class StoreSpec:
     redis_cluster: bool = False
     partitions: int | None = None
     keyring: str | None = None
+    thread_ttl_s: float | None = None
+    enforce_user_isolation: bool = True
 
     def secrets(self) -> tuple[str, ...]:
         """Every string of the DSN and Redis URL that may be (part of) a password."""
@@ -130,11 +135,19 @@ class StoreSpec:
                 pool_config={"timeout": self.timeout_s},
                 redis_cluster=self.redis_cluster,
                 partitions=self.partitions,
+                thread_ttl_s=self.thread_ttl_s,
+                enforce_user_isolation=self.enforce_user_isolation,
                 cipher=cipher,
             )
         from tenxgraph.storage.checkpointer import SqliteCheckpointer
 
-        return SqliteCheckpointer(self.db, state_history_limit=self.history_limit, cipher=cipher)
+        return SqliteCheckpointer(
+            self.db,
+            state_history_limit=self.history_limit,
+            thread_ttl_s=self.thread_ttl_s,
+            enforce_user_isolation=self.enforce_user_isolation,
+            cipher=cipher,
+        )
 
 
 def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> StoreSpec:
@@ -150,6 +163,8 @@ def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> Stor
         redis_cluster=bool(getattr(args, "redis_cluster", False)),
         partitions=getattr(args, "partitions", None),
         keyring=getattr(args, "keyring", None) or os.environ.get("TENXGRAPH_KEYRING") or None,
+        thread_ttl_s=getattr(args, "thread_ttl_s", None),
+        enforce_user_isolation=not getattr(args, "no_isolation", False),
     )
 
 

@@ -50,12 +50,13 @@ from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .agent_internal.skills import SKILL_TOOL_NAMES, AgentSkillsMixin
 from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
 from .tool_node import ToolNode
 
 if TYPE_CHECKING:
-    from tenxgraph.core.skills import SkillConfig, SkillsRegistry
+    from tenxgraph.core.skills import SkillConfig
 
 __all__ = ["Agent", "fill_placeholders"]
 
@@ -225,7 +226,7 @@ class _Circuit:
         self.opened_at: float | None = None
 
 
-class Agent(BaseAgent):
+class Agent(BaseAgent, AgentSkillsMixin):
     """A node calling a chat model (10xGraph-compatible ``Agent``).
 
     Args:
@@ -283,11 +284,13 @@ class Agent(BaseAgent):
             provider. The answer's ``metadata["model"]`` names the model that answered.
         timeout_s: seconds per HTTP request for a model given by name (default: the
             process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
-        skills: a ``tenxgraph.core.skills.SkillConfig``. ``mode="on-demand"``: a system message
-            lists the skills of ``skills_dir`` (``inject_trigger_table``) and the tool node gets
-            a ``set_skill`` tool returning a skill's instructions (it needs ``tool_node``).
-            ``mode="session"``: the skill named by the state field ``preload_from`` is sent as
-            a system message. ``skills_dir=None`` disables skills.
+        skills: a ``tenxgraph.core.skills.SkillConfig`` (``docs/how-to/skills.md``).
+            ``mode="on-demand"``: a system message lists the skills found
+            (``inject_catalog``) and the tool node gets ``activate_skill`` (and
+            ``read_skill_resource`` when skills bundle files), which return a skill's text as
+            a tool result; it needs ``tool_node`` once skills are found. ``mode="session"``:
+            the skill named by the state field ``preload_from`` is sent as a system message.
+            ``skills_dir=None`` disables skills.
         **model_params: sampling parameters (``temperature``, ``max_tokens``, ``top_p``,
             ``stop``, ``tool_choice``...): sent with each request for a model name, passed as
             keyword arguments to ``agenerate`` for a model object.
@@ -304,9 +307,7 @@ class Agent(BaseAgent):
             malformed ``retry_config`` / ``reasoning_config``.
         GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, ``output_schema``
             is not a Pydantic model class, ``skills`` is not a ``SkillConfig``, or on-demand
-            skills without a tool node.
-        ValidationError: ``VALIDATION_000`` ``skills_dir`` is not a directory or two skills
-            share a name.
+            skills found without a tool node (``SkillsToolNodeError``).
         TypeError: ``model`` is neither a string nor a chat model.
     """
 
@@ -419,48 +420,29 @@ class Agent(BaseAgent):
         self.system_prompt: list[Message] = [_prompt_message(p) for p in (system_prompt or ())]
         self.extra_messages: list[Message] = list(extra_messages or ())
         self.skills: SkillConfig | None = None
-        self._skills: SkillsRegistry | None = None
-        self._set_skill: Callable[..., str] | None = None
         if skills is not None:
-            self._setup_skills(skills)
+            from tenxgraph.core.skills import SkillConfig
 
-    # -- skills (tenxgraph.core.skills) --------------------------------------------------------
-    def _setup_skills(self, skills: Any) -> None:
-        from tenxgraph.core.skills import SkillConfig, SkillsRegistry
-
-        if not isinstance(skills, SkillConfig):
-            raise GraphError(
-                "Agent(skills=...) takes a tenxgraph.core.skills.SkillConfig, got "
-                f"{type(skills).__name__}",
-                error_code="GRAPH_001",
-                context={"parameter": "skills"},
-            )
-        self.skills = skills
-        if skills.skills_dir is None:
-            return  # documented: None disables skills
-        registry = SkillsRegistry()
-        registry.discover(skills.skills_dir)
-        self._skills = registry
-        if skills.mode == "on-demand":
-            if self.tool_node is None and self.tool_node_ref is None:
+            if not isinstance(skills, SkillConfig):
                 raise GraphError(
-                    "Agent(skills=SkillConfig(mode='on-demand')) needs a tool node to run the "
-                    "set_skill tool; pass tool_node=ToolNode([...]) or the name of the graph's "
-                    "ToolNode (or use mode='session')",
+                    "Agent(skills=...) takes a tenxgraph.core.skills.SkillConfig, got "
+                    f"{type(skills).__name__}",
                     error_code="GRAPH_001",
                     context={"parameter": "skills"},
                 )
-            self._set_skill = registry.build_set_skill_tool(hot_reload=skills.hot_reload)
-            if self.tool_node is not None:
-                self._attach_set_skill(self.tool_node)
+            self.skills = skills
+            self._setup_skills(skills)
 
-    def _attach_set_skill(self, node: ToolNode) -> None:
-        if self._set_skill is not None and node.get_tool("set_skill") is None:
-            node.add_tool(self._set_skill)
+    # -- skills (agent_internal.skills.AgentSkillsMixin) ---------------------------------------
+    def _skills_tool_node(self) -> ToolNode | None:
+        return self.tool_node
+
+    def _skills_tool_node_name(self) -> str | None:
+        return self.tool_node_ref
 
     def get_tool_node(self) -> ToolNode | None:
-        """The tool node whose tools are offered, with the ``set_skill`` tool of on-demand
-        skills attached (10xGraph's ``agent.get_tool_node()``).
+        """The tool node whose tools are offered, with the skill tools (``activate_skill``,
+        ``read_skill_resource``) attached (10xGraph's ``agent.get_tool_node()``).
 
         Returns:
             The ``ToolNode`` given (or, inside a graph run, the one named by ``tool_node``),
@@ -471,43 +453,15 @@ class Agent(BaseAgent):
         """
         node = self.resolve_tool_node()
         if node is not None:
-            self._attach_set_skill(node)
+            self._attach_skill_tools(node)
         return node
 
     def _skill_messages(self, state: Any) -> list[Message]:
-        """The system messages skills add: the trigger table (on-demand) or the session's
-        skill (session mode).
-
-        Raises:
-            ValidationError: ``VALIDATION_000`` when the session's state field is missing or
-                names no skill.
-        """
-        cfg, registry = self.skills, self._skills
-        if cfg is None or registry is None or cfg.skills_dir is None:
-            return []
-        if cfg.hot_reload:
-            registry.discover(cfg.skills_dir)
-        if cfg.mode == "on-demand":
-            table = registry.build_trigger_table() if cfg.inject_trigger_table else ""
-            return [Message.text_message(table, role="system")] if table else []
-        field = cfg.preload_from
-        assert field is not None
-        if not hasattr(state, field):
-            raise ValidationError(
-                f"SkillConfig(preload_from={field!r}): the state has no field {field!r}",
-                context={"field": field},
-            )
-        name = getattr(state, field)
-        if not name:
-            return []
-        if str(name) not in registry:
-            raise ValidationError(
-                f"state.{field} names skill {name!r}, which is not in {cfg.skills_dir!r} "
-                f"(known: {', '.join(registry.names()) or 'none'})",
-                context={"field": field},
-            )
-        content = registry.load_content(str(name), hot_reload=cfg.hot_reload)
-        return [Message.text_message(content, role="system")]
+        """The system messages skills add for ``state`` (``AgentSkillsMixin``)."""
+        return [
+            Message.text_message(p["content"], role="system")
+            for p in self._build_skill_prompts(state, [])
+        ]
 
     def _make_model(
         self,
@@ -766,20 +720,16 @@ class Agent(BaseAgent):
             GraphError: ``GRAPH_004`` the named tool node does not exist.
             ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no field.
         """
-        tool_node = (
-            self.get_tool_node() if self._set_skill is not None else self.resolve_tool_node()
-        )
-        tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
-        if (
-            tool_node is not None
-            and tools is not None
-            and self._set_skill is not None
-            and self.tools_tags
-        ):
-            # set_skill carries no tag: offered whatever tools_tags selects
-            tools += [t for t in tool_node.tool_schemas() if t["function"]["name"] == "set_skill"]
         shown, updates = await self._visible_state(state)
+        # first: a hot reload of skills may change the skill tools
         messages = self.build_messages(shown)
+        tool_node = self.get_tool_node()
+        tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
+        if tool_node is not None and tools is not None and self.tools_tags:
+            # the skill tools carry no tag: offered whatever tools_tags selects
+            tools += [
+                t for t in tool_node.tool_schemas() if t["function"]["name"] in SKILL_TOOL_NAMES
+            ]
         extra = {"response_format": self._schema_format()} if self.output_schema else {}
         run = current_run()
         cbm = getattr(getattr(run, "graph", None), "callback_manager", None)

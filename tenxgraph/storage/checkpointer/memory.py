@@ -36,6 +36,9 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
             state values, message rows, ledger results and state-cache entries with AES-GCM
             before they are stored (default ``None``: plain JSON); see
             :class:`BaseCheckpointer` and docs/how-to/encryption.md.
+        thread_ttl_s: seconds without a checkpoint after which a thread expires (the
+            retention sweep deletes it); ``None`` (default): only threads given their own TTL
+            (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
 
     Stored data is encoded exactly as the durable stores encode it, so a value that could not
     be stored in Postgres cannot be stored here either.
@@ -53,6 +56,7 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
         cipher: Cipher | None = None,
+        thread_ttl_s: float | None = None,
     ) -> None:
         cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
@@ -73,4 +77,5 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
             cipher=cipher,
+            thread_ttl_s=thread_ttl_s,
         )

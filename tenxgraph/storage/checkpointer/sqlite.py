@@ -42,6 +42,9 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             state values, message rows, ledger results and state-cache entries with AES-GCM
             before they are stored (default ``None``: plain JSON); see
             :class:`BaseCheckpointer` and docs/how-to/encryption.md.
+        thread_ttl_s: seconds without a checkpoint after which a thread expires (the
+            retention sweep deletes it); ``None`` (default): only threads given their own TTL
+            (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
         cipher: Cipher | None = None,
+        thread_ttl_s: float | None = None,
     ) -> None:
         cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
@@ -76,4 +80,5 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
             cipher=cipher,
+            thread_ttl_s=thread_ttl_s,
         )
