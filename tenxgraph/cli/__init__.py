@@ -8,6 +8,7 @@
     tenxgraph demo [--db FILE | --dsn ... --redis-url ...]
     tenxgraph replay DATA --workers N [--dsn ... --redis-url ...] [--kill-rate R]
     tenxgraph serve --config 10xgraph.json [--host H] [--port P] [--workers N]
+    tenxgraph rotate-keys --keyring MODULE:ATTR [--dsn ... | --db FILE]   re-seal under the new key
 
 Without ``--dsn`` every command uses the embedded SQLite store (``--db FILE``; the demo and
 replay default to a file in a temporary folder). ``tenxgraph COMMAND --help`` documents each
@@ -267,10 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_store_args(r, db_help="SQLite file (default: a new file in a temporary folder)")
     # -- background runs: the runs operator view and the worker process
+    from tenxgraph.cli.rotate import add_rotate_parser
     from tenxgraph.cli.runs import add_runs_parser
     from tenxgraph.worker import add_worker_parser
 
     add_runs_parser(sub)
+    add_rotate_parser(sub)
     add_worker_parser(sub)
     add_serve_parser(sub)
     return p
@@ -340,6 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tenxgraph.cli.runs import cmd_runs
 
             return asyncio.run(cmd_runs(args))
+        if args.command == "rotate-keys":
+            from tenxgraph.cli.rotate import cmd_rotate
+
+            return asyncio.run(cmd_rotate(args))
         if args.command == "worker":
             from tenxgraph.worker import worker_main
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,8 @@ class StoreSpec:
         timeout_s: seconds to keep retrying an unreachable Postgres (the pool's ``timeout``).
         redis_cluster: ``redis_url`` names a node of a Redis Cluster.
         partitions: hash partitions of a fresh Postgres schema (``None``: plain tables).
+        keyring: ``package.module:attr`` naming the cipher of an encrypted store
+            (``tenxgraph.storage.crypto.load_cipher``; ``None``: no cipher).
         thread_ttl_s: the checkpointer's default thread time to live in seconds
             (``threads sweep``; ``None``: only threads with their own TTL expire).
         enforce_user_isolation: the checkpointer's isolation setting (``users erase``).
@@ -66,6 +69,7 @@ class StoreSpec:
     timeout_s: float = 30.0
     redis_cluster: bool = False
     partitions: int | None = None
+    keyring: str | None = None
     thread_ttl_s: float | None = None
     enforce_user_isolation: bool = True
 
@@ -100,7 +104,13 @@ class StoreSpec:
 
         Raises:
             CliError: exit code 2 when the Postgres / Redis drivers are not installed.
+            ConfigError: ``CONFIG_001`` when ``keyring`` cannot be loaded.
         """
+        cipher = None
+        if self.keyring:
+            from tenxgraph.storage.crypto import load_cipher
+
+            cipher = load_cipher(self.keyring)
         if self.dsn:
             try:
                 import psycopg  # noqa: F401
@@ -127,6 +137,7 @@ class StoreSpec:
                 partitions=self.partitions,
                 thread_ttl_s=self.thread_ttl_s,
                 enforce_user_isolation=self.enforce_user_isolation,
+                cipher=cipher,
             )
         from tenxgraph.storage.checkpointer import SqliteCheckpointer
 
@@ -135,6 +146,7 @@ class StoreSpec:
             state_history_limit=self.history_limit,
             thread_ttl_s=self.thread_ttl_s,
             enforce_user_isolation=self.enforce_user_isolation,
+            cipher=cipher,
         )
 
 
@@ -150,9 +162,18 @@ def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> Stor
         timeout_s=getattr(args, "timeout", None) or 30.0,
         redis_cluster=bool(getattr(args, "redis_cluster", False)),
         partitions=getattr(args, "partitions", None),
+        keyring=getattr(args, "keyring", None) or os.environ.get("TENXGRAPH_KEYRING") or None,
         thread_ttl_s=getattr(args, "thread_ttl_s", None),
         enforce_user_isolation=not getattr(args, "no_isolation", False),
     )
+
+
+def operator_spec(args: argparse.Namespace) -> StoreSpec:
+    """The store of an operator command (``threads``, ``runs``, ``rotate-keys``): its options,
+    with ``--timeout`` defaulting to :data:`DEFAULT_TIMEOUT_S`."""
+    spec = _store_spec(args)
+    spec.timeout_s = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S
+    return spec
 
 
 async def _open(spec: StoreSpec, *, read_only: bool = False) -> Any:
@@ -207,10 +228,12 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
     Returns:
         A ``CliError``: 2 for configuration (bad options, unknown role, database or host,
         TLS, missing or newer tables), 3 for an unreachable or failing store, 4 for a
-        permission refused, 5 for damaged stored data, 1 for anything unexpected.
+        permission refused, 5 for damaged stored data (or a sealed row the keyring does not
+        open), 1 for anything unexpected.
     """
     from tenxgraph.core.exceptions import (
         ConfigError,
+        DecryptionError,
         SchemaMissingError,
         SchemaVersionError,
         SerializationError,
@@ -250,6 +273,12 @@ def cli_error(exc: BaseException, spec: StoreSpec | None = None) -> CliError:
             else ""
         )
         return CliError(f"{where}stored data damaged: {one_line(exc, secrets)}{hint}", EXIT_DAMAGED)
+    if isinstance(exc, DecryptionError):
+        return CliError(
+            f"{where}{one_line(exc, secrets)} (an encrypted store needs --keyring with the key "
+            "that sealed the row)",
+            EXIT_DAMAGED,
+        )
     if isinstance(exc, TransientStorageError | OSError):
         return CliError(f"{where}{one_line(exc, secrets)}", EXIT_UNREACHABLE)
     if isinstance(exc, StorageError):
@@ -292,6 +321,14 @@ def _add_store_args(p: argparse.ArgumentParser, *, db_help: str) -> None:
         help="hash-partition a fresh Postgres schema's tables on thread_id into N partitions",
     )
     g.add_argument("--db", help=db_help)
+    g.add_argument(
+        "--keyring",
+        metavar="MODULE:ATTR",
+        help="the cipher of an encrypted store: a Keyring (or TenantKeyrings, or a function "
+        "returning one) importable as package.module:attr, e.g. "
+        "tenxgraph.storage.crypto:keyring_from_env (default: $TENXGRAPH_KEYRING; "
+        "docs/how-to/encryption.md)",
+    )
     g.add_argument(
         "--timeout",
         type=float,

@@ -14,14 +14,13 @@ import time
 from typing import Any
 
 from tenxgraph.cli._common import (
-    DEFAULT_TIMEOUT_S,
     EXIT_MISMATCH,
     EXIT_OK,
     CliError,
     StoreSpec,
     _add_store_args,
     _open,
-    _store_spec,
+    operator_spec,
 )
 from tenxgraph.cli._text import safe
 from tenxgraph.run_records import RUN_STATUSES
@@ -67,9 +66,7 @@ def add_runs_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _spec(args: argparse.Namespace) -> StoreSpec:
-    spec = _store_spec(args)
-    spec.timeout_s = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_S
-    return spec
+    return operator_spec(args)
 
 
 async def cmd_runs(args: argparse.Namespace) -> int:

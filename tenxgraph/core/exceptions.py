@@ -34,6 +34,7 @@ __all__ = [
     "SchemaMissingError",
     "SchemaVersionError",
     "SerializationError",
+    "DecryptionError",
     "StaleStateError",
     "StorageConnectionError",
     "StorageError",
@@ -85,6 +86,11 @@ ERROR_CODES: dict[str, str] = {
     "STORAGE_NOT_FOUND_000": "the requested thread, version or record does not exist",
     "STORAGE_FORBIDDEN_001": "the thread belongs to another user",
     "STORAGE_LEDGER_001": "a tool result could not be recorded in the idempotency ledger",
+    "STORAGE_CRYPTO_001": (
+        "a stored value could not be decrypted and authenticated: its key is not in the "
+        "keyring (rotated out or shredded), or the row was altered or moved to another thread, "
+        "user, version or position"
+    ),
     "STORAGE_BUSY_001": (
         "another run holds the thread's lease (multitask_strategy 'reject'), or a queued run "
         "waited longer than its timeout for it"
@@ -403,6 +409,24 @@ class SerializationError(StorageError):
     """
 
     default_code = "STORAGE_SERIALIZATION_000"
+
+
+class DecryptionError(StorageError):
+    """A stored value could not be decrypted and authenticated (``STORAGE_CRYPTO_001``).
+
+    Raised by every read of a checkpointer built with ``cipher=`` (see
+    :mod:`tenxgraph.storage.crypto`) whose row is sealed under a key the keyring does not hold
+    (rotated out, or a tenant's key deleted: crypto-shredding), or whose ciphertext does not
+    authenticate against where it was read: a row altered, or copied to another thread, user,
+    version, message position or table. Nothing of such a row is returned. Not a
+    :class:`SerializationError`: a listing that skips undecodable rows does not skip this one.
+    ``context``: ``table``, ``thread_id``, ``position`` (version, message seq or ledger call
+    key), ``key_id`` (``None`` when the row is not a sealed envelope), ``reason``
+    (``"unknown_key"``, ``"not_sealed"``, ``"authentication"``, or ``"no_cipher"``: a sealed
+    row read by a checkpointer without ``cipher=``).
+    """
+
+    default_code = "STORAGE_CRYPTO_001"
 
 
 class SchemaVersionError(StorageError):

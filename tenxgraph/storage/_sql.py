@@ -62,6 +62,12 @@ __all__ = [
     "RUN_LIST",
     "RUN_OPEN",
     "RUN_UPDATE",
+    "ROTATE_SCAN_CHECKPOINTS",
+    "ROTATE_SCAN_MESSAGES",
+    "ROTATE_SCAN_LEDGER",
+    "ROTATE_SWAP_CHECKPOINTS",
+    "ROTATE_SWAP_MESSAGES",
+    "ROTATE_SWAP_LEDGER",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
     "KEPT_VERSIONS",
@@ -709,6 +715,129 @@ SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM created),
 )
 
 
+# -- rotate-keys (tenxgraph.storage._rotate) ------------------------------------------------------
+ROTATE_SCAN_CHECKPOINTS = Statement(
+    "ROTATE_SCAN_CHECKPOINTS",
+    "rotate-keys: a page of checkpoints rows after a (thread_id, version) cursor with their owner, "
+    "only those not sealed under the given key header unless every row is asked for",
+    "SELECT",
+    """
+SELECT x.thread_id, t.owner, x.version, x."values"
+  FROM {checkpoints} AS x
+  JOIN {threads} AS t ON t.thread_id = x.thread_id
+ WHERE (x.thread_id, x.version) > (%(after_thread)b, %(after_pos)b::int8)
+   AND x.created_at < %(older_than)b
+   AND (%(every)b OR substring(x."values" from 1 for %(hlen)b::int4) <> %(header)b)
+ ORDER BY x.thread_id, x.version
+ LIMIT %(limit)b
+""",
+)
+
+ROTATE_SCAN_MESSAGES = Statement(
+    "ROTATE_SCAN_MESSAGES",
+    "rotate-keys: a page of messages rows after a (thread_id, seq) cursor with their owner, "
+    "only those not sealed under the given key header unless every row is asked for",
+    "SELECT",
+    """
+SELECT x.thread_id, t.owner, x.seq, x.data
+  FROM {messages} AS x
+  JOIN {threads} AS t ON t.thread_id = x.thread_id
+ WHERE (x.thread_id, x.seq) > (%(after_thread)b, %(after_pos)b::int8)
+   AND (%(every)b OR substring(x.data from 1 for %(hlen)b::int4) <> %(header)b)
+ ORDER BY x.thread_id, x.seq
+ LIMIT %(limit)b
+""",
+)
+
+ROTATE_SCAN_LEDGER = Statement(
+    "ROTATE_SCAN_LEDGER",
+    "rotate-keys: a page of tool_executions rows after a (thread_id, call_key) cursor with their owner, "
+    "only those not sealed under the given key header unless every row is asked for",
+    "SELECT",
+    """
+SELECT x.thread_id, t.owner, x.call_key, x.result
+  FROM {tool_executions} AS x
+  JOIN {threads} AS t ON t.thread_id = x.thread_id
+ WHERE (x.thread_id, x.call_key) > (%(after_thread)b, %(after_pos)b::bytea)
+   AND (%(every)b OR substring(x.result from 1 for %(hlen)b::int4) <> %(header)b)
+ ORDER BY x.thread_id, x.call_key
+ LIMIT %(limit)b
+""",
+)
+
+ROTATE_SWAP_CHECKPOINTS = Statement(
+    "ROTATE_SWAP_CHECKPOINTS",
+    "rotate-keys: replace the sealed checkpoints payloads of a batch whose bytes are still the "
+    "ones read, skipping rows another transaction holds (never waits: no lock cycle with a "
+    "checkpoint write or a prune); the versions and the CAS are untouched",
+    "UPDATE",
+    """
+WITH todo AS (
+    SELECT *
+      FROM unnest(%(thread_ids)b::text[], %(positions)b::int8[], %(olds)b::bytea[],
+                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
+), locked AS (
+    SELECT x.thread_id, x.version, todo.new
+      FROM {checkpoints} AS x
+      JOIN todo ON x.thread_id = todo.thread_id AND x.version = todo.pos AND x."values" = todo.old
+       FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE {checkpoints} AS x SET "values" = locked.new
+  FROM locked
+ WHERE x.thread_id = locked.thread_id AND x.version = locked.version
+RETURNING 1
+""",
+)
+
+ROTATE_SWAP_MESSAGES = Statement(
+    "ROTATE_SWAP_MESSAGES",
+    "rotate-keys: replace the sealed messages payloads of a batch whose bytes are still the "
+    "ones read, skipping rows another transaction holds (never waits: no lock cycle with a "
+    "checkpoint write or a prune); the versions and the CAS are untouched",
+    "UPDATE",
+    """
+WITH todo AS (
+    SELECT *
+      FROM unnest(%(thread_ids)b::text[], %(positions)b::int8[], %(olds)b::bytea[],
+                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
+), locked AS (
+    SELECT x.thread_id, x.seq, todo.new
+      FROM {messages} AS x
+      JOIN todo ON x.thread_id = todo.thread_id AND x.seq = todo.pos AND x.data = todo.old
+       FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE {messages} AS x SET data = locked.new
+  FROM locked
+ WHERE x.thread_id = locked.thread_id AND x.seq = locked.seq
+RETURNING 1
+""",
+)
+
+ROTATE_SWAP_LEDGER = Statement(
+    "ROTATE_SWAP_LEDGER",
+    "rotate-keys: replace the sealed tool_executions payloads of a batch whose bytes are still the "
+    "ones read, skipping rows another transaction holds (never waits: no lock cycle with a "
+    "checkpoint write or a prune); the versions and the CAS are untouched",
+    "UPDATE",
+    """
+WITH todo AS (
+    SELECT *
+      FROM unnest(%(thread_ids)b::text[], %(positions)b::bytea[], %(olds)b::bytea[],
+                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
+), locked AS (
+    SELECT x.thread_id, x.call_key, todo.new
+      FROM {tool_executions} AS x
+      JOIN todo ON x.thread_id = todo.thread_id AND x.call_key = todo.pos AND x.result = todo.old
+       FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE {tool_executions} AS x SET result = locked.new
+  FROM locked
+ WHERE x.thread_id = locked.thread_id AND x.call_key = locked.call_key
+RETURNING 1
+""",
+)
+
+
 # -- setup and migrations -----------------------------------------------------------------------
 
 SCHEMA_EXISTS = Statement(
@@ -1055,6 +1184,12 @@ ALL_STATEMENTS: dict[str, Statement] = {
     s.name: s
     for s in (
         CACHE_MAC_KEY,
+        ROTATE_SCAN_CHECKPOINTS,
+        ROTATE_SCAN_MESSAGES,
+        ROTATE_SCAN_LEDGER,
+        ROTATE_SWAP_CHECKPOINTS,
+        ROTATE_SWAP_MESSAGES,
+        ROTATE_SWAP_LEDGER,
         CHECKPOINT_CAS,
         CHECKPOINT_CAS_PRUNE,
         CHECKPOINT_CAS_LEASE,

@@ -18,6 +18,12 @@ from __future__ import annotations
 from tenxgraph.storage.retention import ERASE_TABLES
 
 __all__ = [
+    "ROTATE_SCAN_CHECKPOINTS",
+    "ROTATE_SCAN_LEDGER",
+    "ROTATE_SCAN_MESSAGES",
+    "ROTATE_SWAP_CHECKPOINTS",
+    "ROTATE_SWAP_LEDGER",
+    "ROTATE_SWAP_MESSAGES",
     "LEASE_GET",
     "LEASE_PUT",
     "LEASE_WAITERS",
@@ -486,4 +492,41 @@ RUN_UPDATE = (
     "UPDATE runs SET status = ?, attempts = ?, crashes = ?, holder = ?, worker = ?,"
     " last_error = ?, output = ?, updated_at = ?"
     " WHERE thread_id = ? AND run_id = ? AND status = ? AND attempts = ?"
+)
+
+
+# -- rotate-keys (tenxgraph.storage._rotate) --------------------------------------------------------
+#: A page of rows after a ``(thread_id, position)`` cursor with their owner: ``?1``, ``?2`` the
+#: cursor, ``?3`` every row (1) or only those whose first ``?4`` bytes are not ``?5``, ``?6`` the
+#: page size (checkpoints: ``?7`` created before).
+ROTATE_SCAN_CHECKPOINTS = (
+    'SELECT x.thread_id, h.owner, x.version, x."values" FROM checkpoints AS x'
+    " JOIN threads AS h ON h.thread_id = x.thread_id"
+    " WHERE (x.thread_id, x.version) > (?1, ?2) AND x.created_at < ?7"
+    ' AND (?3 OR substr(x."values", 1, ?4) != ?5)'
+    " ORDER BY x.thread_id, x.version LIMIT ?6"
+)
+ROTATE_SCAN_MESSAGES = (
+    "SELECT x.thread_id, h.owner, x.seq, x.data FROM messages AS x"
+    " JOIN threads AS h ON h.thread_id = x.thread_id"
+    " WHERE (x.thread_id, x.seq) > (?1, ?2)"
+    " AND (?3 OR substr(x.data, 1, ?4) != ?5)"
+    " ORDER BY x.thread_id, x.seq LIMIT ?6"
+)
+ROTATE_SCAN_LEDGER = (
+    "SELECT x.thread_id, h.owner, x.call_key, x.result FROM tool_executions AS x"
+    " JOIN threads AS h ON h.thread_id = x.thread_id"
+    " WHERE (x.thread_id, x.call_key) > (?1, ?2)"
+    " AND (?3 OR substr(x.result, 1, ?4) != ?5)"
+    " ORDER BY x.thread_id, x.call_key LIMIT ?6"
+)
+#: Replace one row's sealed payload (``?1``) if its bytes are still the ones read (``?4``).
+ROTATE_SWAP_CHECKPOINTS = (
+    'UPDATE checkpoints SET "values" = ?1 WHERE thread_id = ?2 AND version = ?3 AND "values" = ?4'
+)
+ROTATE_SWAP_MESSAGES = (
+    "UPDATE messages SET data = ?1 WHERE thread_id = ?2 AND seq = ?3 AND data = ?4"
+)
+ROTATE_SWAP_LEDGER = (
+    "UPDATE tool_executions SET result = ?1 WHERE thread_id = ?2 AND call_key = ?3 AND result = ?4"
 )

@@ -670,6 +670,65 @@ class MemoryStore:
             return requested_at is not None and (since is None or requested_at >= since)
 
     # -- time travel (tenxgraph.storage._fork) ------------------------------------------------
+    # -- key rotation (tenxgraph.storage._rotate) ------------------------------------------------
+    async def rotate_page(
+        self,
+        table: str,
+        after: tuple[str, int | str] | None,
+        limit: int,
+        header: bytes | None,
+        older_than: float,
+    ) -> list[tuple[str, str, int | str, bytes]]:
+        """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_page`."""
+        await checkpoint()
+        out: list[tuple[str, str, int | str, bytes]] = []
+        with self._lock:
+            for tid in sorted(self._threads):
+                t = self._threads[tid]
+                rows: list[tuple[int | str, bytes]]
+                if table == "checkpoints":
+                    rows = [
+                        (v, c.values) for v, c in t.versions.items() if c.created_at < older_than
+                    ]
+                elif table == "messages":
+                    rows = list(t.rows.items())
+                else:
+                    rows = [(k, e.result) for k, e in t.ledger.items()]
+                for pos, blob in sorted(rows, key=lambda r: r[0]):
+                    if after is not None and (tid, pos) <= after:
+                        continue
+                    if header is not None and blob.startswith(header):
+                        continue
+                    out.append((tid, t.owner, pos, blob))
+                    if len(out) == limit:
+                        return out
+        return out
+
+    async def rotate_swap(self, table: str, rows: list[tuple[str, int | str, bytes, bytes]]) -> int:
+        """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_swap`."""
+        await checkpoint()
+        done = 0
+        with self._lock:
+            for tid, pos, old, new in rows:
+                t = self._threads.get(tid)
+                if t is None:
+                    continue
+                if table == "checkpoints":
+                    c = t.versions.get(int(pos))
+                    if c is not None and c.values == old:
+                        t.versions[int(pos)] = dataclasses.replace(c, values=new)
+                        done += 1
+                elif table == "messages":
+                    if t.rows.get(int(pos)) == old:
+                        t.rows[int(pos)] = new
+                        done += 1
+                else:
+                    e = t.ledger.get(str(pos))
+                    if e is not None and e.result == old:
+                        t.ledger[str(pos)] = dataclasses.replace(e, result=new)
+                        done += 1
+        return done
+
     async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
         """``(oldest kept, latest)`` version of the thread, or ``None`` when missing or owned
         by another user."""

@@ -1724,6 +1724,75 @@ class PostgresStore:
             raise forbidden(key.thread_id)
         return int(count)
 
+    # -- key rotation (tenxgraph.storage._rotate) ------------------------------------------------
+    async def rotate_page(
+        self,
+        table: str,
+        after: tuple[str, int | str] | None,
+        limit: int,
+        header: bytes | None,
+        older_than: float,
+    ) -> list[tuple[str, str, int | str, bytes]]:
+        """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_page` (one statement).
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        ledger = table == "tool_executions"
+        if after is None:
+            after = ("", "" if ledger else -1)
+        name = {
+            "checkpoints": "ROTATE_SCAN_CHECKPOINTS",
+            "messages": "ROTATE_SCAN_MESSAGES",
+            "tool_executions": "ROTATE_SCAN_LEDGER",
+        }[table]
+        params: dict[str, Any] = {
+            "after_thread": after[0],
+            "after_pos": _utf8(str(after[1])) if ledger else int(after[1]),
+            "every": header is None,
+            "hlen": len(header or b""),
+            "header": header or b"",
+            "limit": limit,
+        }
+        if table == "checkpoints":
+            params["older_than"] = older_than
+        rows = await self._fetch(self._q[name], params)
+        return [
+            (
+                tid,
+                owner,
+                bytes(pos).decode("utf-8", "surrogatepass") if ledger else int(pos),
+                bytes(blob),
+            )
+            for tid, owner, pos, blob in rows
+        ]
+
+    async def rotate_swap(self, table: str, rows: list[tuple[str, int | str, bytes, bytes]]) -> int:
+        """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_swap`: one statement
+        that skips rows another transaction holds (``FOR UPDATE SKIP LOCKED``).
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        if not rows:
+            return 0
+        ledger = table == "tool_executions"
+        name = {
+            "checkpoints": "ROTATE_SWAP_CHECKPOINTS",
+            "messages": "ROTATE_SWAP_MESSAGES",
+            "tool_executions": "ROTATE_SWAP_LEDGER",
+        }[table]
+        done = await self._fetch(
+            self._q[name],
+            {
+                "thread_ids": [r[0] for r in rows],
+                "positions": [_utf8(str(r[1])) if ledger else int(r[1]) for r in rows],
+                "olds": [r[2] for r in rows],
+                "news": [r[3] for r in rows],
+            },
+        )
+        return len(done)
+
     # -- time travel (tenxgraph.storage._fork) ---------------------------------------------------
     async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
         """``(oldest kept, latest)`` version of the thread (one statement), or ``None`` when

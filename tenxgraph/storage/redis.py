@@ -87,6 +87,7 @@ from tenxgraph.records import (
     ranges_len,
     tail_seqs,
 )
+from tenxgraph.storage.crypto import key_id_of
 from tenxgraph.telemetry import ATTR, EVENT, METRIC, SPAN, SpanKind, counter, enabled, span
 
 from . import serde
@@ -1317,21 +1318,28 @@ class RedisCache:
         want = mac.tag(_FMT_B, key.thread_id, owner.encode(), fields, hr.digest(), hl.digest())
         if not EntryMac.same(want, tag):
             raise _Rejected(key.thread_id)
-        if type(values) is not bytes or not values.startswith(b"{"):
-            raise _Garbage("values")
-        try:
-            if type(orjson.loads(values)) is not dict:
+        # Values and rows sealed by a checkpointer's cipher (``tenxgraph.storage.crypto``)
+        # are opaque here: the checkpointer opens them, and one that does not open makes the
+        # copy a miss there (``_decode_or_refetch``).
+        sealed = key_id_of(values) is not None
+        if not sealed:
+            if not values.startswith(b"{"):
                 raise _Garbage("values")
-        except orjson.JSONDecodeError:
-            raise _Garbage("values") from None
+            try:
+                if type(orjson.loads(values)) is not dict:
+                    raise _Garbage("values")
+            except orjson.JSONDecodeError:
+                raise _Garbage("values") from None
         # The rows arrive as one contiguous string: decode them in one call. When that path
         # cannot decide alone (tagged values, a row it refuses) the checkpointer decodes the
         # rows one by one, exactly as rows read from the source, and a row that does not
         # decode makes the copy a miss there (see ``_decode_or_refetch``).
-        decoded = serde.decode_message_array(body, len(messages)) if messages else None
+        decoded = (
+            serde.decode_message_array(body, len(messages)) if messages and not sealed else None
+        )
         if decoded is None:
             for b in messages:
-                if not _looks_like_blob(b):
+                if not (_looks_like_blob(b) if not sealed else key_id_of(b) is not None):
                     raise _Garbage("message")
         self._keep_chain(
             key.thread_id,

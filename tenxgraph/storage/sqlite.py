@@ -1174,6 +1174,55 @@ class SqliteStore:
 
         return await self._run(keys)
 
+    # -- key rotation (tenxgraph.storage._rotate) ------------------------------------------------
+    async def rotate_page(
+        self,
+        table: str,
+        after: tuple[str, int | str] | None,
+        limit: int,
+        header: bytes | None,
+        older_than: float,
+    ) -> list[tuple[str, str, int | str, bytes]]:
+        """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_page` (one query)."""
+        ledger = table == "tool_executions"
+        if after is None:
+            after = ("", "" if ledger else -1)
+        sql = {
+            "checkpoints": q.ROTATE_SCAN_CHECKPOINTS,
+            "messages": q.ROTATE_SCAN_MESSAGES,
+            "tool_executions": q.ROTATE_SCAN_LEDGER,
+        }[table]
+        args: tuple[Any, ...] = (after[0], after[1], header is None, len(header or b""))
+        args += (header or b"", limit)
+        if table == "checkpoints":
+            args += (older_than,)
+
+        def page(conn: sqlite3.Connection) -> list[tuple[str, str, int | str, bytes]]:
+            rows = conn.execute(sql, args).fetchall()
+            return [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
+
+        return await self._run(page)
+
+    async def rotate_swap(self, table: str, rows: list[tuple[str, int | str, bytes, bytes]]) -> int:
+        """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_swap`: one short write
+        transaction per batch."""
+        if not rows:
+            return 0
+        sql = {
+            "checkpoints": q.ROTATE_SWAP_CHECKPOINTS,
+            "messages": q.ROTATE_SWAP_MESSAGES,
+            "tool_executions": q.ROTATE_SWAP_LEDGER,
+        }[table]
+
+        def swap(conn: sqlite3.Connection) -> int:
+            done = 0
+            with self._transaction(conn, q.BEGIN_WRITE):
+                for tid, pos, old, new in rows:
+                    done += conn.execute(sql, (new, tid, pos, old)).rowcount
+            return done
+
+        return await self._run(swap)
+
     # -- time travel (tenxgraph.storage._fork) ---------------------------------------------------
     async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
         """``(oldest kept, latest)`` version of the thread, or ``None`` when missing or owned

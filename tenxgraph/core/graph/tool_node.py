@@ -572,7 +572,9 @@ class ToolNode:
                 reason = exc.error_code
                 break
             except StorageError as exc:
-                if exc.error_code == "STORAGE_FORBIDDEN_001":
+                # Another user's thread, or a sealed row that does not open (moved, altered,
+                # its key gone): running the tool again would hide it.
+                if exc.error_code in ("STORAGE_FORBIDDEN_001", "STORAGE_CRYPTO_001"):
                     raise
                 reason = exc.error_code
             except Exception as exc:  # noqa: BLE001 - a failed read must not stop the run

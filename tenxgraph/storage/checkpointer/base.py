@@ -25,6 +25,8 @@ import orjson
 from tenxgraph.core._portal import run_sync
 from tenxgraph.core.config import check_lease_timing, check_strategy, normalize_config
 from tenxgraph.core.exceptions import (
+    ConfigError,
+    DecryptionError,
     ResourceNotFoundError,
     SchemaMissingError,
     SerializationError,
@@ -45,8 +47,9 @@ from tenxgraph.records import (
     StoredCheckpoint,
     ThreadInfo,
     ThreadKey,
+    expand_ranges,
 )
-from tenxgraph.storage import _fork, serde
+from tenxgraph.storage import _fork, _rotate, crypto, serde
 from tenxgraph.storage._diff import diff_messages
 from tenxgraph.storage._lease_wake import LeaseWaiter
 from tenxgraph.storage.base import StoreTier, report_skipped
@@ -141,6 +144,9 @@ class _Seen:
     nbytes: int
 
 
+#: Forks followed up (``forked_from``) to open a sealed ledger row a fork copied from its source.
+FORK_LEDGER_HOPS = 8
+
 #: Versions decoded per page by ``get_state_history`` (bounds the raw rows held at once).
 HISTORY_PAGE = 16
 
@@ -217,6 +223,12 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         enqueue_timeout_s: seconds a queued run (``enqueue``, ``interrupt``, ``rollback``, or
             a resume) waits for the lease before ``ThreadBusyError`` (default 300.0; ``None``:
             no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``, one
+            ring per user) to seal state values, message rows, tool-ledger results and
+            state-cache entries with AES-GCM before any tier stores them, each bound to its
+            user, thread, version or seq and table; reads of a row that does not open raise
+            ``DecryptionError`` (``STORAGE_CRYPTO_001``). ``None`` (default): stored as plain
+            JSON. See docs/how-to/encryption.md.
         thread_ttl_s: retention: seconds without a checkpoint after which a thread expires
             and is deleted by the sweep (:meth:`asweep_threads`, the worker's retention loop,
             ``tenxgraph threads sweep``); a thread's own TTL (:meth:`aset_thread_ttl`)
@@ -225,7 +237,8 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
 
     Raises:
         ConfigError: ``CONFIG_001`` for an unknown ``multitask_strategy``, bad lease timing,
-            or a ``thread_ttl_s`` that is not a number of seconds > 0.
+            a ``cipher`` that is not a keyring (or given without a store), or a
+            ``thread_ttl_s`` that is not a number of seconds > 0.
         ValueError: a negative ``state_history_limit``.
         TypeError: a subclass without a store that does not implement ``aget_state`` and
             ``aput_state``.
@@ -244,8 +257,17 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        cipher: crypto.Cipher | None = None,
         thread_ttl_s: float | None = None,
     ) -> None:
+        #: the keyring sealing stored content (``None``: plain JSON)
+        self.cipher = crypto.check_cipher(cipher)
+        if self.cipher is not None and store is None:
+            raise ConfigError(
+                "cipher= seals what tenxgraph's own stores write; a checkpointer of your own "
+                "(no store) stores states itself and must encrypt them itself",
+                context={"key": "cipher"},
+            )
         if state_history_limit is not None and state_history_limit < 0:
             raise ValueError("state_history_limit must be >= 0 or None")
         #: the default multitask strategy of runs whose config names none
@@ -481,7 +503,7 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             return None
         try:
             return self._decode(rec, state_cls)
-        except SerializationError:
+        except (SerializationError, DecryptionError):
             return None
 
     def _decode(
@@ -489,14 +511,25 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         rec: StoredCheckpoint,
         state_cls: type[AgentState],
         memo: serde.MessageMemo | None = None,
+        *,
+        opened: bool = False,
     ) -> Loaded:
         """Decode ``rec`` through ``tenxgraph.storage.serde.decode_checkpoint`` (``memo``: the
-        decoded message rows of the thread shared by one history call).
+        decoded message rows of the thread shared by one history call), after opening its
+        sealed bytes when the checkpointer has a cipher (``opened``: the caller did already).
 
         Raises:
             SerializationError: ``STORAGE_SERIALIZATION_000`` naming the thread, the version and
                 the JSONPath of what cannot be decoded.
+            DecryptionError: ``STORAGE_CRYPTO_001`` when a sealed value does not open.
         """
+        if self.cipher is not None:
+            if not opened:
+                rec = crypto.open_record(
+                    self.cipher, rec, rec.decoded[1] if rec.decoded is not None else 0
+                )
+        else:
+            crypto.refuse_without_cipher(rec)  # a 2-byte prefix check
         n: int
         base: list[Message]
         if rec.decoded is not None:
@@ -543,19 +576,22 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         Raises:
             SerializationError: ``STORAGE_SERIALIZATION_000`` when the source's own copy cannot
                 be decoded against ``state_cls`` (e.g. the state class changed incompatibly).
+            DecryptionError: ``STORAGE_CRYPTO_001`` when the source's own copy does not open
+                (a cached copy that does not open is dropped like a corrupt one).
         """
         try:
             return self._decode(rec, state_cls)
-        except SerializationError as exc:
+        except (SerializationError, DecryptionError) as exc:
             first = exc
         source = getattr(self.store, "source", None)
         invalidate = getattr(self.store, "invalidate", None)
         if source is not None and invalidate is not None:
             log.warning(
-                "checkpoint of a thread could not be decoded (%s at %s); dropping it from the "
-                "caches and reading the source of truth",
-                first.context.get("type"),
-                first.context.get("path"),
+                "checkpoint of a thread could not be decoded (%s: %s at %s); dropping it from "
+                "the caches and reading the source of truth",
+                first.error_code,
+                first.context.get("type") or first.context.get("reason"),
+                first.context.get("path") or first.context.get("table"),
             )
             await invalidate(key)
             rec = await source.read(key)
@@ -820,7 +856,7 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         t0 = time.perf_counter()
         with span(SPAN.CHECKPOINT_COMMIT, attributes=attrs) if traced else NO_SPAN:
             try:
-                rec = await store.write(w)
+                rec = await store.write(w if self.cipher is None else self._sealed(w))
             except Exception as exc:
                 code = getattr(exc, "error_code", None)
                 if code == "STORAGE_CONFLICT_000":
@@ -854,7 +890,42 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         await self._ensure_setup()
         if self.store is None:
             return self._custom_ledger.get((self.key_for(config), call_key))
-        return await self.store.ledger_get(self.key_for(config), call_key)
+        key = self.key_for(config)
+        entry = await self.store.ledger_get(key, call_key)
+        if entry is None or self.cipher is None:
+            return entry
+        return await self._open_ledger(key, entry)
+
+    async def _open_ledger(self, key: ThreadKey, entry: LedgerEntry) -> LedgerEntry:
+        """Open a sealed ledger row read for ``key``. A fork's ledger rows are the source's,
+        copied inside the store still sealed for the source thread: a row that does not
+        authenticate for ``key`` is tried for the thread the fork's metadata names as its
+        source (``forked_from``, same user, up to :data:`FORK_LEDGER_HOPS` forks up), then
+        refused.
+
+        Raises:
+            DecryptionError: ``STORAGE_CRYPTO_001`` when it opens for none of them.
+        """
+        assert self.cipher is not None and self.store is not None
+        try:
+            return crypto.open_ledger(self.cipher, key, entry)
+        except DecryptionError as exc:
+            if exc.context.get("reason") != "authentication":
+                raise
+            first = exc
+        at = key
+        for _ in range(FORK_LEDGER_HOPS):
+            infos = await self.store.list_threads(key.user_id)
+            meta = next((i.metadata for i in infos if i.thread_id == at.thread_id), None)
+            src = (meta or {}).get("forked_from")
+            if not isinstance(src, dict) or not isinstance(src.get("thread_id"), str):
+                break
+            at = ThreadKey(src["thread_id"], key.user_id)
+            try:
+                return crypto.open_ledger(self.cipher, at, entry)
+            except DecryptionError:
+                continue
+        raise first
 
     async def aledger_put(self, config: dict[str, Any], entry: LedgerEntry) -> LedgerEntry:
         """Record a tool result durably; returns the winner when the key was already recorded.
@@ -866,7 +937,11 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         await self._ensure_setup()
         if self.store is None:
             return self._custom_ledger.setdefault((self.key_for(config), entry.call_key), entry)
-        return await self.store.ledger_put(self.key_for(config), entry)
+        key = self.key_for(config)
+        if self.cipher is None:
+            return await self.store.ledger_put(key, entry)
+        winner = await self.store.ledger_put(key, crypto.seal_ledger(self.cipher, key, entry))
+        return await self._open_ledger(key, winner)
 
     async def aledger_count(self, config: dict[str, Any]) -> int:
         """Number of ledger rows of the config's thread."""
@@ -1101,8 +1176,13 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             if below is None and before is None:  # the first page starts at the head
                 config["_checkpoint_version"] = recs[0].version if recs else 0
             for rec in recs:
+                # a row that does not open is an error, not skipped
+                if self.cipher is not None:
+                    rec = crypto.open_record(self.cipher, rec)
+                else:
+                    crypto.refuse_without_cipher(rec)
                 try:
-                    loaded = self._decode(rec, cls, memo)
+                    loaded = self._decode(rec, cls, memo, opened=True)
                 except SerializationError as exc:
                     bad.append(exc)
                     continue
@@ -1704,6 +1784,9 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         values = serde.encode_values(state)
         msgs = [serde.encode_message(m, f"$.context[{i}]") for i, m in enumerate(state.context)]
         blob = len(values).to_bytes(8, "big") + values + b"[" + b",".join(msgs) + b"]"
+        if self.cipher is not None:
+            k = self._key(config)
+            blob = crypto.seal_blob(self.cipher, "state_cache", k.user_id, k.thread_id, blob)
         await self._ensure_setup()
         await self.cache_values.kv_put(_STATE_CACHE_NS, key, blob, self.state_cache_ttl_s)
         return state
@@ -1735,6 +1818,9 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             return None
         cls = state_cls or self.state_class
         try:
+            if self.cipher is not None:
+                k = self._key(config)
+                blob = crypto.open_blob(self.cipher, "state_cache", k.user_id, k.thread_id, blob)
             n = int.from_bytes(blob[:8], "big")
             values = serde.decode_values(cls, blob[8 : 8 + n])
             msgs = [Message.model_validate(m) for m in serde.loads(blob[8 + n :])]
@@ -1751,6 +1837,75 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             config,
             sync_name="get_state_cache",
             async_name="aget_state_cache",
+        )
+
+    # -- key rotation (docs/how-to/encryption.md; the driver is tenxgraph.storage._rotate) ------
+    async def arotate_keys(
+        self,
+        *,
+        batch: int = 500,
+        min_age_s: float = 10.0,
+        seal_plaintext: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> _rotate.RotationReport:
+        """Re-seal every stored row still sealed under another key than its owner's active key
+        (state values, message rows, ledger results), in batches, online: concurrent runs
+        neither fail nor lose a compare-and-swap (see :mod:`tenxgraph.storage._rotate`).
+        Resumable: run it again after a stop. What ``tenxgraph rotate-keys`` runs.
+
+        Args:
+            batch: rows per round trip (1 to 100,000).
+            min_age_s: checkpoints younger than this many seconds are left for a later run
+                (``0``: none).
+            seal_plaintext: also seal rows written before the store had a cipher.
+            progress: ``(table, resealed, scanned)`` after each batch.
+
+        Returns:
+            A :class:`~tenxgraph.storage._rotate.RotationReport` (rows re-sealed, left behind,
+            unreadable, per table).
+
+        Raises:
+            ConfigError: ``CONFIG_001`` when the checkpointer has no cipher, or for a bad
+                ``batch`` / ``min_age_s``.
+            StorageError: ``STORAGE_000`` for a checkpointer of the application's own.
+        """
+        if self.cipher is None:
+            raise ConfigError(
+                "rotate_keys needs a checkpointer built with cipher=Keyring(...)",
+                context={"key": "cipher"},
+            )
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 100_000:
+            raise ConfigError(
+                f"batch must be an int from 1 to 100000, got {batch!r}", context={"key": "batch"}
+            )
+        if not isinstance(min_age_s, (int, float)) or not math.isfinite(min_age_s) or min_age_s < 0:
+            raise ConfigError(
+                f"min_age_s must be a finite number >= 0, got {min_age_s!r}",
+                context={"key": "min_age_s"},
+            )
+        store = self._tier("arotate_keys")
+        await self._ensure_setup()
+        source: Any = getattr(store, "source", store)
+        return await _rotate.rotate(
+            source,
+            self.cipher,
+            batch=batch,
+            min_age_s=float(min_age_s),
+            seal_plaintext=seal_plaintext,
+            progress=progress,
+        )
+
+    def rotate_keys(
+        self, *, batch: int = 500, min_age_s: float = 10.0, seal_plaintext: bool = False
+    ) -> _rotate.RotationReport:
+        """Sync twin of :meth:`arotate_keys`."""
+        return run_sync(
+            self.arotate_keys,
+            sync_name="rotate_keys",
+            async_name="arotate_keys",
+            batch=batch,
+            min_age_s=min_age_s,
+            seal_plaintext=seal_plaintext,
         )
 
     # -- time travel (docs/how-to/time-travel.md; pure pieces in tenxgraph.storage._fork) ------
@@ -1846,7 +2001,9 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             # forbidden (DESIGN 3): the ledger lookup checks ownership and reads nothing.
             await store.ledger_get(key, "")
             raise
-        target = self._decode(rec, state_cls or self.state_class)
+        if self.cipher is not None:
+            rec = crypto.open_record(self.cipher, rec)
+        target = self._decode(rec, state_cls or self.state_class, opened=True)
         expected = config.get("_checkpoint_version")
         head = await store.read(
             key, None if expected is None else int(expected), with_messages=False
@@ -1871,7 +2028,7 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             decoded=(state.context, target.view.length),
         )
         view = DurableView(state.context, target.view.length, w.ranges, w.next_seq)
-        written = await self._write_travel(store.write(w), key)
+        written = await self._write_travel(store.write(self._sealed(w)), key)
         config["_checkpoint_version"] = written.version
         return await self._adopt(key, written, state, view)
 
@@ -1920,17 +2077,26 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         store = self._tier("afork")
         origin = {"op": "fork", "thread_id": key.thread_id, "version": at_version}
         meta = serde.dumps({"forked_from": {"thread_id": key.thread_id, "version": at_version}})
-        rec = await self._read_version(key, at_version, with_messages=False)
+        sealed = self.cipher is not None
+        rec = await self._read_version(key, at_version, with_messages=sealed and edit is None)
         if edit is None:
             # The stored values are kept as they are (fields the state class does not declare
-            # included); the rows are the version's own.
+            # included); the rows are the version's own. Sealed rows are bound to their
+            # thread: under a cipher the fork's are opened and sealed again for it (no row is
+            # shared with the source), else they are copied inside the store.
+            if self.cipher is not None:
+                rec = crypto.open_record(self.cipher, rec)
             token = f"fork:{key.thread_id}:{at_version}:{os.urandom(16).hex()}"
             w = CheckpointWrite(
                 thread_id=dst.thread_id,
                 user_id=dst.user_id,
                 expected_version=0,
                 values=_fork.restamp(rec.values, token, origin),
-                new_messages=[],
+                new_messages=(
+                    list(zip(expand_ranges(rec.ranges), rec.messages or (), strict=True))
+                    if sealed
+                    else []
+                ),
                 ranges=rec.ranges,
                 next_seq=rec.next_seq,
                 status=rec.status,
@@ -1938,7 +2104,8 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
                 created_at=time.time(),
                 token=token,
             )
-            await self._write_travel(store.fork(key, at_version, w, rec.ranges, meta), dst)
+            copy = () if sealed else rec.ranges
+            await self._write_travel(store.fork(key, at_version, self._sealed(w), copy, meta), dst)
             self._remember(dst, None)
             return out
         # The head (the usual fork point) comes decoded from the in-process tier when warm;
@@ -1950,13 +2117,22 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
             full = await self._read_version(key, at_version)
             base = self._decode(full, state_cls or self.state_class)
         state = edit(base.state)
+        if self.cipher is not None:
+            # Nothing is shared with the source: every message is the fork's own row.
+            base = Loaded(base.state, base.version, DurableView.empty(), base.created_at)
         w, view = self.build_write(dst, state, base)
         w.expected_version, w.base_created_at = 0, None
         w.values = _fork.with_origin(w.values, origin)
-        copy = _fork.clip_ranges(w.ranges, base.view.next_seq)
-        forked = await self._write_travel(store.fork(key, at_version, w, copy, meta), dst)
+        copy = () if self.cipher is not None else _fork.clip_ranges(w.ranges, base.view.next_seq)
+        forked = await self._write_travel(
+            store.fork(key, at_version, self._sealed(w), copy, meta), dst
+        )
         await self._adopt(dst, forked, state, view)
         return out
+
+    def _sealed(self, w: CheckpointWrite) -> CheckpointWrite:
+        """``w`` sealed by the cipher (``w`` itself without one)."""
+        return w if self.cipher is None else crypto.seal_write(self.cipher, w)
 
     async def _write_travel(
         self, write: Awaitable[StoredCheckpoint], key: ThreadKey

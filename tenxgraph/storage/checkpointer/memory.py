@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.crypto import Cipher, check_cipher
 from tenxgraph.storage.kv import MemoryKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
@@ -31,6 +32,10 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``) sealing
+            state values, message rows, ledger results and state-cache entries with AES-GCM
+            before they are stored (default ``None``: plain JSON); see
+            :class:`BaseCheckpointer` and docs/how-to/encryption.md.
         thread_ttl_s: seconds without a checkpoint after which a thread expires (the
             retention sweep deletes it); ``None`` (default): only threads given their own TTL
             (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
@@ -50,8 +55,10 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        cipher: Cipher | None = None,
         thread_ttl_s: float | None = None,
     ) -> None:
+        cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         # The in-memory source is private to this checkpointer and every write goes through
@@ -69,5 +76,6 @@ class InMemoryCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            cipher=cipher,
             thread_ttl_s=thread_ttl_s,
         )

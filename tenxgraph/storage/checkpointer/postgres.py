@@ -15,6 +15,7 @@ from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.storage._cache_mac import check_key
 from tenxgraph.storage._tasks import keep_task
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.crypto import Cipher, check_cipher
 from tenxgraph.storage.kv import MemoryKV, RedisKV
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
@@ -114,6 +115,10 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``) sealing
+            state values, message rows, ledger results and state-cache entries with AES-GCM
+            before they are stored in Postgres, Redis or the LRU (default ``None``: plain
+            JSON); see :class:`BaseCheckpointer` and docs/how-to/encryption.md.
         thread_ttl_s: seconds without a checkpoint after which a thread expires (the
             retention sweep deletes it); ``None`` (default): only threads given their own TTL
             (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
@@ -183,9 +188,11 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         thread_ttl_s: float | None = None,
         answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
         cache_mac_key: bytes | None = None,
+        cipher: Cipher | None = None,
         lease_listen: bool = True,
         listen_dsn: str | None = None,
     ) -> None:
+        cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_url is not None:
@@ -293,6 +300,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            cipher=cipher,
             thread_ttl_s=thread_ttl_s,
         )
         self._loop_guards: weakref.WeakKeyDictionary[

@@ -7,6 +7,7 @@ from typing import Literal
 
 from tenxgraph.core.config import check_lease_timing, check_strategy
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, StateT
+from tenxgraph.storage.crypto import Cipher, check_cipher
 from tenxgraph.storage.layered import LayeredStore
 from tenxgraph.storage.lru import LRUCache
 from tenxgraph.storage.sqlite import SqliteStore
@@ -37,6 +38,10 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        cipher: a :class:`~tenxgraph.storage.crypto.Keyring` (or ``TenantKeyrings``) sealing
+            state values, message rows, ledger results and state-cache entries with AES-GCM
+            before they are stored (default ``None``: plain JSON); see
+            :class:`BaseCheckpointer` and docs/how-to/encryption.md.
         thread_ttl_s: seconds without a checkpoint after which a thread expires (the
             retention sweep deletes it); ``None`` (default): only threads given their own TTL
             (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
@@ -54,8 +59,10 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        cipher: Cipher | None = None,
         thread_ttl_s: float | None = None,
     ) -> None:
+        cipher = check_cipher(cipher)
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
         if db_path is None:
@@ -72,5 +79,6 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            cipher=cipher,
             thread_ttl_s=thread_ttl_s,
         )
