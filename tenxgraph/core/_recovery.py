@@ -542,7 +542,7 @@ class Recovery:
         cfg["run_id"] = rec.run_id
         cfg["_lease_holder"] = rec.holder
         cfg["multitask_strategy"] = "enqueue"
-        inp = _runs.decode_input(rec.input)
+        inp = _runs.decode_input(_runs.run_input_bytes(self.app, rec))
         app = self.app
         try:
             if rec.attempts > 1 and not _messages_only(inp):
@@ -586,7 +586,7 @@ class Recovery:
             status = "interrupted"
         elif state is not None and state.execution_meta.status == ExecutionStatus.STOPPED:
             status = "cancelled"
-        await self._finish(rec, status, output=_runs.encode_output(result))
+        await self._finish(rec, status, output=_runs.sealed_output(self.app, rec, result))
 
     async def _finish(
         self,

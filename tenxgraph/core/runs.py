@@ -45,6 +45,7 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.core.state import Message
 from tenxgraph.run_records import FINAL_STATUSES, RunRecord
+from tenxgraph.storage import crypto
 from tenxgraph.telemetry import ATTR, METRIC, SPAN, counter, span
 
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ __all__ = [
     "decode_input",
     "encode_output",
     "retry_run",
+    "run_input_bytes",
     "run_store",
+    "sealed_output",
 ]
 
 #: Config keys written by the runtime, or decided by the worker, never stored with a run.
@@ -189,10 +192,31 @@ def encode_output(result: dict[str, Any]) -> bytes:
     return orjson.dumps(keep, default=_json_default)
 
 
-def _info(r: RunRecord) -> RunInfo:
+def run_input_bytes(app: CompiledGraph[Any], r: RunRecord) -> bytes:
+    """The encoded input of a stored run, opened when the checkpointer has a cipher
+    (docs/how-to/encryption.md).
+
+    Raises:
+        DecryptionError: ``STORAGE_CRYPTO_001`` when it does not open for this run.
+    """
+    cipher = app.checkpointer.cipher
+    return crypto.open_run_payload(cipher, "input", r.owner, r.thread_id, r.run_id, r.input)
+
+
+def sealed_output(app: CompiledGraph[Any], r: RunRecord, result: dict[str, Any]) -> bytes:
+    """The ``LOW`` part of a run's result as its row stores it (:func:`encode_output`, sealed
+    for the run when the checkpointer has a cipher)."""
+    cipher = app.checkpointer.cipher
+    data = encode_output(result)
+    return crypto.seal_run_payload(cipher, "output", r.owner, r.thread_id, r.run_id, data)
+
+
+def _info(app: CompiledGraph[Any], r: RunRecord) -> RunInfo:
     result: dict[str, Any] | None = None
     if r.output is not None:
-        result = orjson.loads(r.output)
+        cipher = app.checkpointer.cipher
+        raw = crypto.open_run_payload(cipher, "output", r.owner, r.thread_id, r.run_id, r.output)
+        result = orjson.loads(raw)
         assert result is not None
         result["messages"] = [Message.model_validate(m) for m in result.get("messages", [])]
     return RunInfo(
@@ -223,7 +247,14 @@ async def asubmit(
         thread_id=rc.thread_id,
         owner=key.user_id,
         status="pending",
-        input=_encode_input(input_data, app.state_class),
+        input=crypto.seal_run_payload(
+            app.checkpointer.cipher,
+            "input",
+            key.user_id,
+            rc.thread_id,
+            rc.run_id,
+            _encode_input(input_data, app.state_class),
+        ),
         config=_encode(stored_cfg, "config"),
         created_at=now,
         updated_at=now,
@@ -234,14 +265,14 @@ async def asubmit(
         stored = await store.run_insert(key, record)
     if stored is record:
         counter(METRIC.RUNS_SUBMITTED, "{run}", "background runs submitted").add(1)
-    elif _same_request(stored.input) != _same_request(record.input):
+    elif _same_request(run_input_bytes(app, stored)) != _same_request(run_input_bytes(app, record)):
         raise ValidationError(
             f"run id {rc.run_id!r} is already a background run of thread {rc.thread_id!r} "
             "with a different input; submit the same input again (idempotent) or use a new "
             "run id",
             context={"field": "run_id", "reason": "conflict", "run_id": rc.run_id},
         )
-    return _info(stored)
+    return _info(app, stored)
 
 
 def _same_request(raw: bytes) -> Any:
@@ -271,7 +302,7 @@ async def aget_run(app: CompiledGraph[Any], config: dict[str, Any], run_id: str)
             f"no background run {run_id!r} on thread {rc.thread_id!r} for this user",
             context={"thread_id": rc.thread_id, "run_id": str(run_id)},
         )
-    return _info(found)
+    return _info(app, found)
 
 
 def _check_timeout(timeout: object) -> None:

@@ -59,8 +59,10 @@ __all__ = [
     "open_blob",
     "open_ledger",
     "open_record",
+    "open_run_payload",
     "refuse_without_cipher",
     "seal_blob",
+    "seal_run_payload",
     "seal_ledger",
     "seal_write",
 ]
@@ -492,6 +494,48 @@ def open_blob(cipher: Cipher, table: str, user_id: str, thread_id: str, blob: by
     """
     ring = _ring(cipher, user_id, thread_id, table, "latest")
     return ring.open(blob, table, user_id, thread_id, "latest")
+
+
+def seal_run_payload(
+    cipher: Cipher | None, field: str, owner: str, thread_id: str, run_id: str, data: bytes
+) -> bytes:
+    """A background run's ``input`` or ``output`` as stored: sealed for its run (table
+    ``"runs.<field>"``, position the run id) when there is a cipher, else ``data`` itself.
+
+    Args:
+        cipher: the checkpointer's cipher, or ``None``.
+        field: ``"input"`` or ``"output"``.
+        owner: the run's owner scope (``RunRecord.owner``).
+        thread_id: the run's thread.
+        run_id: the run's id.
+        data: the encoded payload (orjson bytes).
+
+    Raises:
+        ConfigError: ``CONFIG_001`` when the cipher has no keyring for ``owner``.
+    """
+    if cipher is None:
+        return data
+    return _ring_for_write(cipher, owner).seal(data, f"runs.{field}", owner, thread_id, run_id)
+
+
+def open_run_payload(
+    cipher: Cipher | None, field: str, owner: str, thread_id: str, run_id: str, blob: bytes
+) -> bytes:
+    """Open what :func:`seal_run_payload` stored (plain JSON when there is no cipher).
+
+    Raises:
+        DecryptionError: ``STORAGE_CRYPTO_001``: sealed but read without a cipher
+            (``"no_cipher"``), plain under a cipher (``"not_sealed"``), or moved to another
+            run, thread, user or field (``"authentication"``).
+    """
+    table = f"runs.{field}"
+    if cipher is None:
+        if bytes(blob[:2]) == _MAGIC:
+            raise _refused(table, thread_id, run_id, key_id_of(bytes(blob)), "no_cipher")
+        return bytes(blob)
+    return _ring(cipher, owner, thread_id, table, run_id).open(
+        blob, table, owner, thread_id, run_id
+    )
 
 
 #: Environment variable of :func:`keyring_from_env`: ``id=base64key`` pairs, comma-separated.
