@@ -708,3 +708,46 @@ def test_a_checkpointer_of_your_own_refuses_a_cipher() -> None:
     with pytest.raises(ConfigError) as info:
         Mine(cipher=Keyring({"k1": K1}, active="k1"))
     assert info.value.context["key"] == "cipher"
+
+
+# -- background runs --------------------------------------------------------------------------
+async def test_background_run_input_and_output_are_sealed_for_their_run(backend: Backend) -> None:
+    """A submitted turn's text is in no table in clear; its result opens for its own run, and
+    a result copied onto another run of another user fails to open there."""
+    secret = marker()
+    ring = Keyring({"k1": K1}, active="k1")
+    cp = backend.make(cipher=ring)
+    try:
+        await cp.asetup()
+        app = echo_app(cp)
+        cfgs = [{"thread_id": "RA", "user_id": "alice"}, {"thread_id": "RB", "user_id": "bob"}]
+        infos = [
+            await app.asubmit({"messages": [f"{who} {secret}"]}, dict(cfg))
+            for who, cfg in zip(("alice", "bob"), cfgs, strict=True)
+        ]
+        assert secret.encode() not in _all_row_bytes(backend)  # pending: input sealed
+        async with app.recovery(listen=False, sweep_interval_s=0.05):
+            done = [
+                await app.ajoin(dict(cfg), info.run_id, timeout=60)
+                for cfg, info in zip(cfgs, infos, strict=True)
+            ]
+        assert [d.status for d in done] == ["completed", "completed"]
+        assert done[0].result is not None
+        assert [m.text() for m in done[0].result["messages"]][0] == f"alice {secret}"
+        assert secret.encode() not in _all_row_bytes(backend)  # completed: output sealed
+
+        runs = backend.table("runs")
+        p = "%s" if backend.kind == "postgres" else "?"
+        (alice_out,) = backend.execute(
+            f"SELECT output FROM {runs} WHERE run_id = {p}", (infos[0].run_id,)
+        )[0]
+        backend.execute(
+            f"UPDATE {runs} SET output = {p} WHERE run_id = {p}",
+            (bytes(alice_out), infos[1].run_id),
+        )
+        with pytest.raises(DecryptionError) as err:
+            await app.aget_run(dict(cfgs[1]), infos[1].run_id)
+        assert err.value.error_code == "STORAGE_CRYPTO_001"
+        assert secret not in str(err.value)
+    finally:
+        await cp.aclose()
