@@ -1187,8 +1187,7 @@ class PostgresStore:
                 return None
             v, values, flat, next_seq, status, created_at, seqs, messages = rows[0]
             ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
-            if messages is not None and seqs is not None:
-                messages = _in_list_order(ranges, seqs, messages)
+            messages = _in_list_order(ranges, seqs, messages)
             if messages is not None and len(messages) != ranges_len(ranges):
                 raise StorageError(
                     f"version {v} of thread {key.thread_id!r} references message rows that "
@@ -1905,8 +1904,7 @@ def _since_record(
     if base < 0 and known is not None:
         return known
     ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
-    if messages is not None and seqs is not None:
-        messages = _in_list_order(ranges, seqs, messages)
+    messages = _in_list_order(ranges, seqs, messages)
     decoded = None
     if base > 0 and known is not None and known.messages is not None:
         messages = known.messages + messages
@@ -1931,7 +1929,7 @@ def _since_record(
     )
 
 
-def _in_list_order(ranges: tuple[Range, ...], seqs: list[int], rows: list[Any]) -> list[Any]:
+def _in_list_order(ranges: tuple[Range, ...], seqs: Any, rows: Any) -> Any:
     """The message ``rows`` of a read, put in list order: they are the *last* ``len(rows)``
     messages of the version whose ``ranges`` are given (all of them for a full read, those after
     the cached copy's for a read that only appended), and ``seqs[i]`` is the seq of
@@ -1940,11 +1938,20 @@ def _in_list_order(ranges: tuple[Range, ...], seqs: list[int], rows: list[Any]) 
 
     ``O(len(rows))``: when the scan's order already is the list's (the usual case, one range
     read in seq order) ``rows`` itself is returned. When a seq is missing or extra, ``rows`` is
-    returned as it is and the caller's length check reports the damaged database.
+    returned as it is and the caller's length check reports the damaged database; ``None``
+    rows (no message column in the answer) are returned as they are.
+
+    Args:
+        ranges: the version's ``[start, end)`` seq ranges, in list order.
+        seqs: ``list[int]``, the seq of each row (or ``None``).
+        rows: ``list[bytes]``, the rows' stored bytes (or ``None``).
+
+    Returns:
+        ``rows`` in list order (``rows`` itself when already so).
     """
-    n = len(rows)
-    if len(seqs) != n:
+    if rows is None or seqs is None or len(seqs) != len(rows):
         return rows
+    n = len(rows)
     want: list[range] = []  # the seqs of the list's last n messages, in list order
     need = n
     for s, e in reversed(ranges):
