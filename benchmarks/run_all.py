@@ -995,33 +995,15 @@ def render_goals(res: dict[str, Any]) -> str:
                     ]
                 )
     # 6. One process, 8 and 64 callers: 85% of the floor's commits/s.
-    conc = res.get("concurrency")
-    if conc:
-        for n in IN_PROCESS_CALLERS:
-            fl = Stat.of(
-                [
-                    r.steps_per_s
-                    for r in conc["in_process"]
-                    if r.workers == n and r.contender.endswith("(asyncio)")
-                ]
-            )
-            st = Stat.of(
-                [
-                    r.steps_per_s
-                    for r in conc["in_process"]
-                    if r.workers == n and r.contender.startswith("tenxgraph Postgres pool")
-                ]
-            )
-            if st and fl and fl.median:
-                rows.append(
-                    [
-                        f"one process, {n} callers, {n} connections: at least 85% of the floor's "
-                        "commits/s (asyncio floor)",
-                        f"{fmt_stat(st, 0)} steps/s = {st.median / fl.median:.0%} of "
-                        f"{fl.median:,.0f}",
-                        verdict(st.median >= 0.85 * fl.median),
-                    ]
-                )
+    for n, st, fl in _in_process_shares(res):
+        rows.append(
+            [
+                f"one process, {n} callers, {n} connections: at least 85% of the floor's "
+                "commits/s (asyncio floor)",
+                f"{fmt_stat(st, 0)} steps/s = {st.median / fl.median:.0%} of {fl.median:,.0f}",
+                verdict(st.median >= 0.85 * fl.median),
+            ]
+        )
     # 7. Memory store at least 6x InMemorySaver at a fresh thread.
     me, ref = fresh.get("tenxgraph memory"), fresh.get("LangGraph InMemorySaver")
     if me and ref:
@@ -1095,6 +1077,22 @@ def render_goals(res: dict[str, Any]) -> str:
             ["goal", "measured", "verdict"], earlier
         )
     return out + "\n"
+
+
+def _in_process_shares(res: dict[str, Any]) -> list[tuple[int, Stat, Stat]]:
+    """``(callers, tenxgraph Postgres steps/s, asyncio floor commits/s)`` for each number of
+    callers of the in-process concurrency table that has both (none without the section)."""
+    conc = res.get("concurrency")
+    out: list[tuple[int, Stat, Stat]] = []
+    for n in IN_PROCESS_CALLERS if conc else ():
+        rows = [r for r in conc["in_process"] if r.workers == n]  # type: ignore[index]
+        st = Stat.of(
+            [r.steps_per_s for r in rows if r.contender.startswith("tenxgraph Postgres pool")]
+        )
+        fl = Stat.of([r.steps_per_s for r in rows if r.contender.endswith("(asyncio)")])
+        if st and fl and fl.median:
+            out.append((n, st, fl))
+    return out
 
 
 #: Cold reads of the reference run before issue 30 (tenxgraph 73a99ff, docs/benchmarks.md of
@@ -1179,31 +1177,14 @@ def _issue30_goals(
                     ]
                 )
     # 4. One process, 8 and 64 callers: 80% of the asyncio floor.
-    conc = res.get("concurrency")
-    if conc:
-        for n in IN_PROCESS_CALLERS:
-            fl = Stat.of(
-                [
-                    r.steps_per_s
-                    for r in conc["in_process"]
-                    if r.workers == n and r.contender.endswith("(asyncio)")
-                ]
-            )
-            st = Stat.of(
-                [
-                    r.steps_per_s
-                    for r in conc["in_process"]
-                    if r.workers == n and r.contender.startswith("tenxgraph Postgres pool")
-                ]
-            )
-            if st and fl and fl.median:
-                rows.append(
-                    [
-                        f"one process, {n} callers: at least 80% of the asyncio floor's commits/s",
-                        f"{st.median / fl.median:.0%}",
-                        verdict(st.median >= 0.8 * fl.median),
-                    ]
-                )
+    for n, st, fl in _in_process_shares(res):
+        rows.append(
+            [
+                f"one process, {n} callers: at least 80% of the asyncio floor's commits/s",
+                f"{st.median / fl.median:.0%}",
+                verdict(st.median >= 0.8 * fl.median),
+            ]
+        )
     # 6. The real 10xGraph as a contender.
     fresh = res.get("fresh", {}).get("points", {}).get(0, {})
     ran = [n for n in fresh if n.startswith("10xGraph")]
