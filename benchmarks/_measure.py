@@ -90,9 +90,17 @@ class PointResult:
         return out
 
 
-def paired_ratio(num: PointResult, den: PointResult) -> Stat | None:
-    """``num / den`` of ms/step, per round (samples taken in the same round are paired):
-    median, min and max of the per-round ratios."""
+def paired_ratio(num: PointResult, den: PointResult, *, cpu: bool = False) -> Stat | None:
+    """``num / den`` of ms/step (``cpu``: of client CPU ms/step), per round (samples taken in
+    the same round are paired): median, min and max of the per-round ratios."""
+    if cpu:
+        return Stat.of(
+            [
+                a.cpu_ms_per_step / b.cpu_ms_per_step
+                for a, b in zip(num.samples, den.samples, strict=False)
+                if b.cpu_ms_per_step > 0
+            ]
+        )
     return Stat.of(
         [a.ms_per_step / b.ms_per_step for a, b in zip(num.samples, den.samples, strict=False)]
     )

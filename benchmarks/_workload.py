@@ -65,21 +65,26 @@ def next_text() -> str:
 
 
 # -- tenxgraph --------------------------------------------------------------------------------------
+# The same code runs the real 10xGraph in a second environment (``_real10x.py``): messages are
+# built with an explicit ``TextBlock``, since 10xGraph does not turn a ``str`` into one.
+def tx_message(role: str, left: int) -> Any:
+    """A message of the next text with ``left`` in its metadata (tenxgraph or 10xGraph)."""
+    from tenxgraph.core.state import Message
+    from tenxgraph.core.state.message_block import TextBlock
+
+    return Message(role=role, content=[TextBlock(text=next_text())], metadata={"left": left})
+
+
 def tx_input(left: int = STEPS_PER_RUN) -> dict[str, Any]:
     """The input of one tenxgraph run: one user message with ``left`` in its metadata."""
-    from tenxgraph.core.state import Message
-
-    return {"messages": [Message(role="user", content=next_text(), metadata={"left": left})]}
+    return {"messages": [tx_message("user", left)]}
 
 
 def tx_history_input(n: int) -> dict[str, Any]:
     """Input that leaves a fresh thread holding exactly ``n`` messages after one run."""
-    from tenxgraph.core.state import Message
-
     msgs = []
     for i in range(n - 1):
-        role = "user" if i % 2 == 0 else "assistant"
-        msgs.append(Message(role=role, content=next_text(), metadata={"left": 0}))
+        msgs.append(tx_message("user" if i % 2 == 0 else "assistant", 0))
     return {"messages": msgs}
 
 
@@ -92,16 +97,13 @@ def build_tx_graph(checkpointer: Any, *, sync_nodes: bool = False) -> Any:
             ``async def`` nodes (run on the event loop).
     """
     from tenxgraph.core.graph import StateGraph
-    from tenxgraph.core.state import Message
     from tenxgraph.utils import END
 
     async def step(state):  # noqa: ANN001, ANN202 - a plain node
-        left = state.context[-1].metadata["left"] - 1
-        return Message(role="assistant", content=next_text(), metadata={"left": left})
+        return tx_message("assistant", state.context[-1].metadata["left"] - 1)
 
     def step_sync(state):  # noqa: ANN001, ANN202
-        left = state.context[-1].metadata["left"] - 1
-        return Message(role="assistant", content=next_text(), metadata={"left": left})
+        return tx_message("assistant", state.context[-1].metadata["left"] - 1)
 
     def route(state):  # noqa: ANN001, ANN202
         return "more" if state.context[-1].metadata["left"] > 0 else "done"

@@ -1237,8 +1237,9 @@ class PostgresStore:
             if not rows:
                 sp.set_attribute(ATTR.HIT, False)
                 return None
-            v, values, flat, next_seq, status, created_at, messages = rows[0]
+            v, values, flat, next_seq, status, created_at, seqs, messages = rows[0]
             ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
+            messages = _in_list_order(ranges, seqs, messages)
             if messages is not None and len(messages) != ranges_len(ranges):
                 raise StorageError(
                     f"version {v} of thread {key.thread_id!r} references message rows that "
@@ -2174,12 +2175,13 @@ def _since_record(
     Raises:
         StorageError: ``STORAGE_000`` when the version's message rows are missing.
     """
-    v, values, flat, next_seq, status, created_at, base, messages = row
+    v, values, flat, next_seq, status, created_at, base, seqs, messages = row
     sp.set_attribute(ATTR.HIT, True)
     sp.set_attribute(ATTR.VERSION, v)
     if base < 0 and known is not None:
         return known
     ranges = _checked_pairs(key.thread_id, v, flat, next_seq)
+    messages = _in_list_order(ranges, seqs, messages)
     decoded = None
     if base > 0 and known is not None and known.messages is not None:
         messages = known.messages + messages
@@ -2202,6 +2204,55 @@ def _since_record(
         created_at=created_at,
         decoded=decoded,
     )
+
+
+def _in_list_order(ranges: tuple[Range, ...], seqs: Any, rows: Any) -> Any:
+    """The message ``rows`` of a read, put in list order: they are the *last* ``len(rows)``
+    messages of the version whose ``ranges`` are given (all of them for a full read, those after
+    the cached copy's for a read that only appended), and ``seqs[i]`` is the seq of
+    ``rows[i]``, in the order the server's scan found them (no ``ORDER BY`` sorts the rows and
+    their data there; see ``_SINCE_ROWS`` in :mod:`tenxgraph.storage._sql`).
+
+    ``O(len(rows))``: when the scan's order already is the list's (the usual case, one range
+    read in seq order) ``rows`` itself is returned. When a seq is missing or extra, ``rows`` is
+    returned as it is and the caller's length check reports the damaged database; ``None``
+    rows (no message column in the answer) are returned as they are.
+
+    Args:
+        ranges: the version's ``[start, end)`` seq ranges, in list order.
+        seqs: ``list[int]``, the seq of each row (or ``None``).
+        rows: ``list[bytes]``, the rows' stored bytes (or ``None``).
+
+    Returns:
+        ``rows`` in list order (``rows`` itself when already so).
+    """
+    if rows is None or seqs is None or len(seqs) != len(rows):
+        return rows
+    n = len(rows)
+    want: list[range] = []  # the seqs of the list's last n messages, in list order
+    need = n
+    for s, e in reversed(ranges):
+        if need <= 0:
+            break
+        take = min(need, e - s)
+        want.append(range(e - take, e))
+        need -= take
+    if need > 0:
+        return rows
+    want.reverse()
+    pos = 0
+    for r in want:
+        k = len(r)
+        if seqs[pos : pos + k] != list(r):
+            break
+        pos += k
+    else:
+        return rows
+    where = {q: i for i, q in enumerate(seqs)}
+    try:
+        return [rows[where[q]] for r in want for q in r]
+    except KeyError:
+        return rows
 
 
 def _checked_pairs(

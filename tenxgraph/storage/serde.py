@@ -843,6 +843,10 @@ def _read_error(
 
 #: From this many message rows on, a read decodes them with the cyclic garbage collector paused.
 _GC_PAUSE_ROWS = 64
+#: From this many message rows on, ``decode_checkpoint`` first tries to decode them as one JSON
+#: array (:func:`decode_message_array`): one pydantic-core call instead of one Python-level
+#: call per row (10,000 rows: about a fifth less CPU, measured).
+_ARRAY_ROWS = 64
 
 
 @contextlib.contextmanager
@@ -912,6 +916,15 @@ def decode_checkpoint(
         )
     seq_of = iter(seqs) if memo is not None and seqs is not None else None
     rows = messages or ()
+    if seq_of is None and len(rows) >= _ARRAY_ROWS:
+        # A long list in one pydantic-core call (no Python frame per row); ``None`` when any
+        # row needs the row-by-row path below, which then names the failing row.
+        try:
+            whole = decode_message_array(b",".join(rows), len(rows))
+        except TypeError:  # a row that is not bytes-like: decoded (and refused) row by row
+            whole = None
+        if whole is not None:
+            return decoded, whole
     with _collector_paused(len(rows) >= _GC_PAUSE_ROWS):
         for i, data in enumerate(rows):
             try:

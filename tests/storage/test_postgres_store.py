@@ -854,3 +854,49 @@ async def test_non_ascii_ids_round_trip_whatever_the_client_encoding(
     finally:
         await latin1.aclose()
         await utf8.aclose()
+
+
+def test_rows_are_put_in_list_order_whatever_order_the_scan_found_them() -> None:
+    """The read statements aggregate message rows without sorting them on the server; the
+    client puts them in list order from their seqs, for a full read (every range) and for the
+    rows after a cached copy (the list's last rows), and leaves rows with a missing seq as they
+    are for the length check to report."""
+    import random
+
+    from tenxgraph.storage.postgres import _in_list_order
+
+    ranges = ((7, 10), (1, 4), (20, 22))  # list order: 7 8 9 1 2 3 20 21
+    listed = [7, 8, 9, 1, 2, 3, 20, 21]
+    rnd = random.Random(5)
+    for _ in range(20):
+        scan = listed[:]
+        rnd.shuffle(scan)
+        data = [b"row%d" % q for q in scan]
+        assert _in_list_order(ranges, scan, data) == [b"row%d" % q for q in listed]
+        tail = listed[-4:]  # the rows after a cached copy of the first four
+        scan_tail = tail[:]
+        rnd.shuffle(scan_tail)
+        got = _in_list_order(ranges, scan_tail, [b"row%d" % q for q in scan_tail])
+        assert got == [b"row%d" % q for q in tail]
+    in_order = [b"row%d" % q for q in listed]
+    assert _in_list_order(ranges, listed, in_order) is in_order  # no copy in the usual case
+    missing = [7, 8, 9, 1, 2, 3, 20, 99]
+    rows = [b"row%d" % q for q in missing]
+    assert _in_list_order(ranges, missing, rows) is rows
+
+
+@pytest.mark.anyio
+async def test_a_read_after_an_append_returns_the_new_rows_in_list_order(
+    store: PostgresStore,
+) -> None:
+    """``read_since`` against a copy of an append-only thread answers only the rows after the
+    copy's, in list order, and ``read`` answers every row in list order."""
+    key = ThreadKey("since-order", OWNER)
+    await append_many(store, "since-order", 3)
+    copy = await store.read_since(key, None)
+    assert copy is not None and copy.messages == [msg(s) for s in (1, 2, 3)]
+    await store.write(append_write("since-order", 3, 4, count=5))
+    newer = await store.read_since(key, copy)
+    assert newer is not None and newer.messages == [msg(s) for s in range(1, 9)]
+    full = await store.read(key)
+    assert full is not None and full.messages == newer.messages

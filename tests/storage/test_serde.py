@@ -223,3 +223,58 @@ def test_a_runtime_model_holding_a_wrong_type_is_checked_like_any_value() -> Non
     with pytest.raises(SerializationError) as err:
         serde.encode_values(state)
     assert err.value.context["path"] == "$.execution_meta.internal_data.when"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"not json at all",
+        b'{"message_id":"x","role":"nobody","content":[]}',  # valid JSON, wrong role
+        b'{"message_id":"x","role":"user","content":[{"type":"text"}]}',  # block lacks text
+        b"[1,2,3]",  # another shape
+        b'{"message_id":"x","role":"user","content":[]',  # truncated
+    ],
+)
+def test_a_damaged_row_in_a_long_list_is_named_not_decoded(bad: bytes) -> None:
+    """A long message list decodes in one pydantic-core call; one damaged row among 200 makes
+    that call decline, and the row-by-row path raises SerializationError naming that row."""
+    rows = [serde.encode_message(Message.text_message(f"m{i}")) for i in range(200)]
+    values = serde.encode_values(AgentState())
+    _, good = serde.decode_checkpoint(AgentState, values, rows, thread_id="t", version=3)
+    assert [m.text() for m in good] == [f"m{i}" for i in range(200)]
+    rows[137] = bad
+    with pytest.raises(SerializationError) as err:
+        serde.decode_checkpoint(AgentState, values, rows, thread_id="t", version=3)
+    assert err.value.context["path"].startswith("$.context[137]")
+    assert err.value.context["thread_id"] == "t" and err.value.context["version"] == 3
+
+
+def test_a_long_list_decodes_as_its_rows_would_one_by_one() -> None:
+    """The one-call path and the row-by-row path give equal messages, with the same fields
+    set, for every row shape the runtime writes (tool calls, metadata, usages, tagged
+    values, which fall back to the row-by-row path)."""
+    from tenxgraph.core.state.message import TokenUsages
+
+    msgs = []
+    for i in range(100):
+        msgs.append(Message.text_message(f"q{i}", role="user"))
+        msgs.append(
+            Message(
+                role="assistant",
+                content=[],
+                tools_calls=[{"id": f"c{i}", "type": "function", "function": {"name": "f"}}],
+                metadata={"i": i, "nested": {"a": [1, 2.5, None]}},
+                usages=TokenUsages(prompt_tokens=i, completion_tokens=2),
+            )
+        )
+    rows = [serde.encode_message(m) for m in msgs]
+    values = serde.encode_values(AgentState())
+    _, whole = serde.decode_checkpoint(AgentState, values, rows, thread_id="t", version=1)
+    one_by_one = [serde.decode_message(r) for r in rows]
+    assert whole == one_by_one == msgs
+    assert [m.model_fields_set for m in whole] == [m.model_fields_set for m in one_by_one]
+    tagged = rows + [
+        serde.encode_message(Message(role="user", metadata={"d": dt.date(2026, 1, 2)}))
+    ]
+    _, mixed = serde.decode_checkpoint(AgentState, values, tagged, thread_id="t", version=1)
+    assert mixed[-1].metadata == {"d": dt.date(2026, 1, 2)} and mixed[:-1] == msgs
