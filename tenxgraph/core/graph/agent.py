@@ -50,6 +50,7 @@ from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .agent_internal.media import inline_media_refs
 from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
 from .tool_node import ToolNode
@@ -665,6 +666,7 @@ class Agent(BaseAgent):
         extra: dict[str, Any],
     ) -> AsyncGenerator[Message, None]:
         """Ask the model (then each fallback); yield its delta fragments, then the answer."""
+        messages = await inline_media_refs(messages)
         models = [self.model, *self.fallbacks]
         last: ModelError | None = None
         skipped: list[str] = []
