@@ -1,7 +1,8 @@
 """Chat-completions content parts as Gemini parts (plain dicts, no SDK needed).
 
-Input: the part lists of OpenAI-style prompt dicts (``text``, ``image_url``, ``input_audio``
-and the neutral ``document`` / ``video`` parts of :mod:`tenxgraph.utils.converter`).
+Input: the part lists of OpenAI-style prompt dicts (``text``, ``image_url``, ``input_audio``,
+``file`` with ``file_data``, and the neutral ``document`` / ``video`` parts of
+:mod:`tenxgraph.utils.converter`).
 Output: ``{"text": ...}``, ``{"inline_data": {"mime_type", "data": bytes}}`` or
 ``{"file_data": {"file_uri", "mime_type"}}``, which ``google.genai.types.Part`` validates.
 
@@ -83,6 +84,10 @@ def _part(part: Any, fetch: bool) -> dict[str, Any] | None:
         data = _b64(str(spec.get("data") or ""))
         fmt = str(spec.get("format") or "wav")
         return _inline(data, f"audio/{fmt}") if data is not None else None
+    if kind == "file":
+        spec = part.get("file") or {}
+        data_url = str(spec.get("file_data") or "")
+        return _url_part(data_url, None, "application/pdf", False) if data_url else None
     if kind in ("document", "video"):
         spec = part.get(kind) or {}
         default = "application/pdf" if kind == "document" else "video/mp4"

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.models._gemini_parts import content_parts_to_gemini
 from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
 from tenxgraph.models.openai_compat import to_openai_messages
 
@@ -118,11 +119,10 @@ def to_gemini_request(
             )
         else:
             user = wire.get("content")
-            if isinstance(user, list):
-                text = "".join(p.get("text", "") for p in user if p.get("type") == "text")
+            if isinstance(user, list):  # images, audio, documents: inline_data / file_data
+                add("user", content_parts_to_gemini(user, fetch=False))
             else:
-                text = str(user or "")
-            add("user", [{"text": text}])
+                add("user", [{"text": str(user or "")}])
     specs = None
     if tools:
         decls = []

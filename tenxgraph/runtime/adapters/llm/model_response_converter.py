@@ -21,7 +21,11 @@ logger = logging.getLogger(__name__)
 
 # Converter name -> (module under tenxgraph.runtime.adapters.llm, class). Looked up when used,
 # so a converter module is imported only by the code that names it.
-_BY_NAME = {"openai": ("openai_converter", "OpenAIConverter")}
+_BY_NAME = {
+    "openai": ("openai_converter", "OpenAIConverter"),
+    "openai_responses": ("openai_responses_converter", "OpenAIResponsesConverter"),
+    "google": ("google_genai_converter", "GoogleGenAIConverter"),
+}
 
 
 def _named_converter(name: str) -> BaseConverter:
@@ -42,7 +46,8 @@ class ModelResponseConverter:
     Args:
         response (Any): the provider's response, or a sync or async callable returning it
             (called when converting).
-        converter (str | BaseConverter): a converter, or its name (``"openai"``).
+        converter (str | BaseConverter): a converter, or its name (``"openai"``,
+            ``"openai_responses"``, ``"google"``).
 
     Raises:
         ValidationError: ``VALIDATION_000`` (a ``ValueError``, message ``Unsupported converter:
