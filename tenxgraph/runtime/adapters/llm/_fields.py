@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
+from tenxgraph.core.exceptions import ValidationError
 from tenxgraph.core.state.message import _media_block
 from tenxgraph.core.state.message_block import ContentBlock, MediaRef
 
-__all__ = ["field", "media_block", "plain"]
+__all__ = ["field", "items", "media_block", "plain"]
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
@@ -44,3 +46,26 @@ def media_block(data: Any, url: str | None, mime_type: str | None) -> ContentBlo
     else:
         return None
     return _media_block(ref)
+
+
+async def items(stream: Any, who: str) -> AsyncIterator[Any]:
+    """The chunks or events of ``stream``, an async iterable or a plain iterable.
+
+    Args:
+        stream: what a converter's ``convert_streaming_response`` was given.
+        who: the converter's name, for the error message.
+
+    Raises:
+        ValidationError: ``VALIDATION_000`` when ``stream`` is neither.
+    """
+    if isinstance(stream, AsyncIterable):
+        async for item in stream:
+            yield item
+    elif isinstance(stream, Iterable):
+        for item in stream:
+            yield item
+    else:
+        raise ValidationError(
+            f"{who} streams take an iterable of chunks, got {type(stream).__name__}",
+            context={"field": "response", "reason": "not iterable"},
+        )

@@ -10,17 +10,16 @@ that calls the SDK itself.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from collections.abc import AsyncGenerator
 from typing import Any
 
-from tenxgraph.core.exceptions import ValidationError
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message import TokenUsages
 from tenxgraph.core.state.message_block import ReasoningBlock, TextBlock
 from tenxgraph.models.base import assistant_message
 from tenxgraph.runtime.publisher.events import EventModel
 
-from ._fields import field, media_block
+from ._fields import field, items, media_block
 from .base_converter import BaseConverter
 
 __all__ = ["GoogleGenAIConverter"]
@@ -182,19 +181,8 @@ class GoogleGenAIConverter(BaseConverter):
             ]
             return out
 
-        if isinstance(response, AsyncIterable):
-            async for chunk in response:
-                for msg in on_chunk(chunk):
-                    yield msg
-        elif isinstance(response, Iterable):
-            for chunk in response:
-                for msg in on_chunk(chunk):
-                    yield msg
-        else:
-            raise ValidationError(
-                f"GoogleGenAIConverter streams take an iterable of chunks, got "
-                f"{type(response).__name__}",
-                context={"field": "response", "reason": "not iterable"},
-            )
+        async for chunk in items(response, "GoogleGenAIConverter"):
+            for msg in on_chunk(chunk):
+                yield msg
         final = self._message(text, thoughts, calls, media, usage[0], dict(meta or {}))
         yield final

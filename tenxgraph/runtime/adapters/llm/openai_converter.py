@@ -6,7 +6,7 @@ some OpenAI-compatible servers return it) become audio and image blocks."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
@@ -17,7 +17,7 @@ from tenxgraph.core.state.message_block import AudioBlock, ImageBlock, MediaRef
 from tenxgraph.models.openai_compat import _StreamAccumulator, from_openai_response
 from tenxgraph.runtime.publisher.events import EventModel
 
-from ._fields import field, plain
+from ._fields import field, items, plain
 from .base_converter import BaseConverter
 
 __all__ = ["OpenAIConverter"]
@@ -115,20 +115,9 @@ class OpenAIConverter(BaseConverter):
         def feed(chunk: Any) -> list[Message]:
             return acc.feed("data: " + orjson.dumps(_as_dict(chunk)).decode())
 
-        if isinstance(response, AsyncIterable):
-            async for chunk in response:
-                for delta in feed(chunk):
-                    yield delta
-        elif isinstance(response, Iterable):
-            for chunk in response:
-                for delta in feed(chunk):
-                    yield delta
-        else:
-            raise ValidationError(
-                "OpenAIConverter streams take an iterable of chunks, got "
-                f"{type(response).__name__}",
-                context={"field": "response", "reason": "not iterable"},
-            )
+        async for chunk in items(response, "OpenAIConverter"):
+            for delta in feed(chunk):
+                yield delta
         final = acc.message()
         if meta:
             final.metadata.update(meta)

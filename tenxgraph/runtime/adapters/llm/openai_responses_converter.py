@@ -11,7 +11,7 @@ SDK, objects with the same attributes, and dicts are all read.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from tenxgraph.core.exceptions import ValidationError
@@ -27,7 +27,7 @@ from tenxgraph.core.state.message_block import (
 from tenxgraph.models.base import assistant_message
 from tenxgraph.runtime.publisher.events import EventModel
 
-from ._fields import field
+from ._fields import field, items
 from .base_converter import BaseConverter
 
 __all__ = ["OpenAIResponsesConverter"]
@@ -211,20 +211,9 @@ class OpenAIResponsesConverter(BaseConverter):
                 answer.usage = field(field(event, "response"), "usage")
             return []
 
-        if isinstance(response, AsyncIterable):
-            async for event in response:
-                for msg in on_event(event):
-                    yield msg
-        elif isinstance(response, Iterable):
-            for event in response:
-                for msg in on_event(event):
-                    yield msg
-        else:
-            raise ValidationError(
-                f"OpenAIResponsesConverter streams take an iterable of events, got "
-                f"{type(response).__name__}",
-                context={"field": "response", "reason": "not iterable"},
-            )
+        async for event in items(response, "OpenAIResponsesConverter"):
+            for msg in on_event(event):
+                yield msg
         final = answer.message({})
         if meta:
             final.metadata.update(meta)
