@@ -149,3 +149,13 @@ async def test_resolver_inlines_store_bytes_or_hands_out_signed_urls(
     with pytest.raises(MediaError) as info:
         await MediaRefResolver().resolve_for_openai(cloud.to_media_ref(key, "image/png"))
     assert info.value.error_code == "MEDIA_001" and isinstance(info.value, RuntimeError)
+
+
+async def test_s3_backend_failures_become_media_errors(s3_bucket: tuple[str, dict]) -> None:
+    _, kwargs = s3_bucket
+    store = CloudMediaStore(S3Storage("no-such-bucket-here", **kwargs))
+    with pytest.raises(MediaError) as info:
+        await store.store(b"bytes", "image/png")
+    assert info.value.error_code == "MEDIA_000"
+    assert info.value.context["backend"] == "S3Storage"
+    assert "secret" not in str(info.value).lower()

@@ -99,7 +99,7 @@ class MediaProcessor:
             raw = base64.b64decode(block.media.data_base64, validate=True)
             img = image_mod.open(io.BytesIO(raw))
             img.load()
-        except (binascii.Error, ValueError, OSError) as exc:
+        except (binascii.Error, ValueError, OSError, image_mod.DecompressionBombError) as exc:
             raise ValidationError(
                 f"image data could not be decoded: {type(exc).__name__}",
                 context={"field": "data_base64", "reason": "undecodable"},

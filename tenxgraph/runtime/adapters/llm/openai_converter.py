@@ -42,8 +42,8 @@ class OpenAIConverter(BaseConverter):
     then the complete message (tool calls included).
 
     Raises:
-        ValidationError: ``VALIDATION_000`` for a response that is neither a dict nor an object
-            with ``model_dump()``.
+        ValidationError: ``VALIDATION_000`` for a response that is not a dict, an SDK object
+            (``model_dump()``) or an object with the same attributes.
     """
 
     async def convert_response(self, response: Any) -> Message:

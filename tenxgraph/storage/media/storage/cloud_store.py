@@ -133,6 +133,11 @@ class CloudMediaStore(BaseMediaStore):
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             await self.storage.upload(tmp, cloud_path)
+        except Exception as exc:  # the backend's own error family, translated here once
+            raise MediaError(
+                f"upload to the cloud media store failed: {type(exc).__name__}: {exc}",
+                context={"path": cloud_path, "backend": type(self.storage).__name__},
+            ) from exc
         finally:
             os.unlink(tmp)
 
@@ -140,8 +145,13 @@ class CloudMediaStore(BaseMediaStore):
     async def store(
         self, data: bytes, mime_type: str, metadata: dict[str, Any] | None = None
     ) -> str:
-        """Upload ``data`` then its sidecar; see :meth:`BaseMediaStore.store`. A backend
-        failure propagates as the backend raised it (temporary files are removed)."""
+        """Upload ``data`` then its sidecar; see :meth:`BaseMediaStore.store`.
+
+        Raises:
+            MediaError: ``MEDIA_000`` when the backend fails (its error chained, its message
+                redacted); temporary files are removed either way. Bytes uploaded before a
+                failed sidecar upload stay unreferenced (no key was returned).
+        """
         key = uuid.uuid4().hex
         ext = _mime_to_ext(mime_type)
         meta = {**(metadata or {}), "mime_type": mime_type, "size_bytes": len(data), "ext": ext}
