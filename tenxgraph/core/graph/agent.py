@@ -47,10 +47,11 @@ from tenxgraph.core.state import AgentState, Message, TextBlock
 from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, normalize_assistant
 from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_model
+from tenxgraph.storage.media.config import ImageHandling, MultimodalConfig
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
-from .agent_internal.media import inline_media_refs
+from .agent_internal.media import prepare_media
 from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
 from .tool_node import ToolNode
@@ -153,6 +154,25 @@ def _retry_config(value: Any) -> RetryConfig | None:
         f"{type(value).__name__}",
         context={"argument": "retry_config", "where": "Agent", "did_you_mean": None},
     )
+
+
+def _multimodal_config(value: Any) -> MultimodalConfig | None:
+    """``Agent(multimodal_config=...)`` checked: a ``MultimodalConfig`` or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, MultimodalConfig):
+        raise GraphError(
+            "Agent(multimodal_config=...) takes a tenxgraph.storage.media.MultimodalConfig, got "
+            f"{type(value).__name__}",
+            error_code="GRAPH_001",
+            context={"parameter": "multimodal_config"},
+        )
+    if value.image_handling is ImageHandling.FILE_ID:
+        raise _unsupported(
+            "multimodal_config.image_handling",
+            "provider file uploads are not implemented: use BASE64 or URL",
+        )
+    return value
 
 
 def _unsupported(name: str, hint: str) -> UnsupportedArgumentError:
@@ -289,6 +309,13 @@ class Agent(BaseAgent):
             a ``set_skill`` tool returning a skill's instructions (it needs ``tool_node``).
             ``mode="session"``: the skill named by the state field ``preload_from`` is sent as
             a system message. ``skills_dir=None`` disables skills.
+        multimodal_config: a ``tenxgraph.storage.media.MultimodalConfig``: inline images are
+            validated (type, ``max_image_size_mb``) and scaled down to
+            ``max_image_dimension`` before each model call; ``image_handling=URL`` sends a
+            stored image as its store's signed URL when it has one; ``document_handling``
+            skips documents (``SKIP``), sends their raw bytes (``FORWARD_RAW``), or
+            (``EXTRACT_TEXT``) their text, decoding text documents and refusing types outside
+            ``supported_doc_types``. Applied to a copy of the prompt, never to the state.
         **model_params: sampling parameters (``temperature``, ``max_tokens``, ``top_p``,
             ``stop``, ``tool_choice``...): sent with each request for a model name, passed as
             keyword arguments to ``agenerate`` for a model object.
@@ -300,7 +327,8 @@ class Agent(BaseAgent):
 
     Raises:
         UnsupportedArgumentError: ``GRAPH_010`` for options tenxgraph does not implement
-            (``api_style="responses"``, ``memory``, ``multimodal_config``, media
+            (``api_style="responses"``, ``memory``, ``multimodal_config`` with
+            ``image_handling=FILE_ID``, media
             ``output_type`` s, providers other than OpenAI-compatible), ``GRAPH_009`` for a
             malformed ``retry_config`` / ``reasoning_config``.
         GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, ``output_schema``
@@ -344,12 +372,10 @@ class Agent(BaseAgent):
     ) -> None:
         if api_style != "chat":
             raise _unsupported("api_style", "only the chat-completions API is spoken")
-        for name, value in (
-            ("memory", memory),
-            ("multimodal_config", multimodal_config),
-        ):
+        for name, value in (("memory", memory),):
             if value is not None:
                 raise _unsupported(name, "leave it unset")
+        self.multimodal_config = _multimodal_config(multimodal_config)
         if provider not in (None, *PROVIDERS):
             raise _unsupported("provider", f"use one of {PROVIDERS} (or leave it unset)")
         if provider is None and isinstance(model, str):
@@ -666,7 +692,7 @@ class Agent(BaseAgent):
         extra: dict[str, Any],
     ) -> AsyncGenerator[Message, None]:
         """Ask the model (then each fallback); yield its delta fragments, then the answer."""
-        messages = await inline_media_refs(messages)
+        messages = await prepare_media(messages, self.multimodal_config)
         models = [self.model, *self.fallbacks]
         last: ModelError | None = None
         skipped: list[str] = []
