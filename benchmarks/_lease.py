@@ -272,11 +272,21 @@ class FreshCost:
     ms_per_step: dict[str, float] = field(default_factory=dict)
     cpu_ms_per_step: dict[str, float] = field(default_factory=dict)
     round_trips_per_run: dict[str, float] = field(default_factory=dict)
+    #: WAL flushes (``pg_stat_wal.wal_sync``, server-wide: idle server only) per run
+    wal_syncs_per_run: dict[str, float] = field(default_factory=dict)
     ratio_wall: float = 0.0
     ratio_cpu: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _wal_syncs(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return int(row[0]) if row else 0
 
 
 def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost:
@@ -315,11 +325,13 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
             cpus: dict[str, list[float]] = {n: [] for n in cps}
             ratios_wall: list[float] = []
             ratios_cpu: list[float] = []
+            syncs: dict[str, list[float]] = {n: [] for n in cps}
             for rnd in range(rounds):
                 order = list(cps) if rnd % 2 == 0 else list(reversed(cps))
                 per: dict[str, tuple[float, float]] = {}
                 for name in order:
                     fetches[name] = 0
+                    w0 = _wal_syncs(dsn)
                     t0, c0 = time.perf_counter(), time.process_time()
                     for _ in range(runs):
                         apps[name].invoke(
@@ -328,6 +340,7 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
                         )
                     wall = (time.perf_counter() - t0) / (runs * NODES)
                     cpu = (time.process_time() - c0) / (runs * NODES)
+                    syncs[name].append((_wal_syncs(dsn) - w0) / runs)
                     per[name] = (wall, cpu)
                     walls[name].append(wall)
                     cpus[name].append(cpu)
@@ -336,6 +349,7 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
                 ratios_cpu.append(per["lease"][1] / per["no lease"][1])
         out.ms_per_step = {n: statistics.median(v) * 1e3 for n, v in walls.items()}
         out.cpu_ms_per_step = {n: statistics.median(v) * 1e3 for n, v in cpus.items()}
+        out.wal_syncs_per_run = {n: statistics.median(v) for n, v in syncs.items()}
         out.ratio_wall = statistics.median(ratios_wall)
         out.ratio_cpu = statistics.median(ratios_cpu)
     finally:
@@ -345,7 +359,117 @@ def fresh_thread_cost(dsn: str, *, runs: int = 40, rounds: int = 7) -> FreshCost
     return out
 
 
-def render(shared: list[SharedRow], fresh: FreshCost | None) -> list[str]:
+@dataclass
+class WakeLatency:
+    """A waiting run's wake-up after a release, milliseconds, with and without ``LISTEN``."""
+
+    samples: int
+    #: ``"listen"`` / ``"poll"`` -> ``{"p50": ms, "p99": ms}``: from sending the release to the
+    #: waiter's ``take`` returning (granted, the thread read under the lease)
+    granted_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ``"listen"`` only: from sending the release to the notification's dispatch in the
+    #: waiter's process
+    notified_ms: dict[str, float] = field(default_factory=dict)
+    #: release round trip alone (the part of the above that is the release itself)
+    release_ms: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _pct(values: list[float]) -> dict[str, float]:
+    v = sorted(values)
+    return {"p50": statistics.median(v), "p99": v[min(len(v) - 1, int(len(v) * 0.99))]}
+
+
+def wake_latency(dsn: str, *, samples: int = 200) -> WakeLatency:
+    """Wake-up latency of a queued run (``enqueue``) after the holder releases the lease.
+
+    Two stores (two pools, the waiter's store with its own ``LISTEN`` connection) in one
+    process: the holder takes the lease, the waiter queues (``RunLease.take``) and sleeps; the
+    holder's release is sent and timed until the waiter holds the lease. Once with wake-ups
+    (``lease_listen=True``), once polling (``lease_listen=False``: a waiter at the head of the
+    queue peeks every ``POLL_HEAD_S``), interleaved sample by sample.
+    """
+    import asyncio
+
+    from tenxgraph.core._lease import RunLease
+    from tenxgraph.core.state import AgentState
+    from tenxgraph.storage import _lease_wake
+    from tenxgraph.storage.checkpointer import PgCheckpointer
+
+    schema = f"lease_wake_{secrets.token_hex(4)}"
+    out = WakeLatency(samples)
+    dispatched: list[float] = []
+    real_dispatch = _lease_wake.LeaseWakeups.dispatch
+
+    def timed_dispatch(self: Any, payload: str) -> None:
+        dispatched.append(time.perf_counter())
+        real_dispatch(self, payload)
+
+    async def main() -> None:
+        holder_cp = PgCheckpointer(dsn, schema=schema, lease_listen=False)
+        waiters = {
+            "listen": PgCheckpointer(dsn, schema=schema),
+            "poll": PgCheckpointer(dsn, schema=schema, lease_listen=False),
+        }
+        granted: dict[str, list[float]] = {k: [] for k in waiters}
+        notified: list[float] = []
+        released: list[float] = []
+        try:
+            await holder_cp.asetup()
+            for i in range(samples + 5):
+                for mode, cp in waiters.items():
+                    cfg = {"thread_id": f"wake-{mode}-{i}", "user_id": "u"}
+                    key = holder_cp.key_for(cfg)
+                    held = await holder_cp.alease_acquire(cfg, f"h{i}", queue=False)
+                    lease = RunLease(cp, dict(cfg), key, f"w{i}")
+                    task = asyncio.ensure_future(lease.take("enqueue", AgentState))
+                    await asyncio.sleep(0.03)  # queued and asleep
+                    dispatched.clear()
+                    t0 = time.perf_counter()
+                    await holder_cp.alease_release(cfg, f"h{i}", held.fence)
+                    t1 = time.perf_counter()
+                    await task
+                    t2 = time.perf_counter()
+                    await lease.release()
+                    if i < 5:
+                        continue  # warm-up: pools, the listener, prepared statements
+                    granted[mode].append((t2 - t0) * 1e3)
+                    released.append((t1 - t0) * 1e3)
+                    if mode == "listen" and dispatched:
+                        notified.append((dispatched[0] - t0) * 1e3)
+        finally:
+            await holder_cp.aclose()
+            for cp in waiters.values():
+                await cp.aclose()
+        out.granted_ms = {k: _pct(v) for k, v in granted.items()}
+        out.notified_ms = _pct(notified) if notified else {}
+        out.release_ms = _pct(released)
+
+    _lease_wake.LeaseWakeups.dispatch = timed_dispatch  # type: ignore[method-assign]
+    try:
+        asyncio.run(main())
+    finally:
+        _lease_wake.LeaseWakeups.dispatch = real_dispatch  # type: ignore[method-assign]
+        drop_schema(dsn, schema)
+    return out
+
+
+def enqueue_ratios(shared: list[SharedRow]) -> dict[int, float]:
+    """``enqueue`` steps/s of N processes on one thread over one process's (medians of the
+    repeats), N > 1: the issue-30 target is at least 0.8 at N = 2, 4, 8."""
+    per: dict[int, list[float]] = {}
+    for r in shared:
+        if r.strategy == "enqueue":
+            per.setdefault(r.processes, []).append(r.steps_per_s)
+    one = statistics.median(per[1]) if per.get(1) else 0.0
+    return {n: statistics.median(v) / one for n, v in sorted(per.items()) if n > 1 and one}
+
+
+def render(
+    shared: list[SharedRow], fresh: FreshCost | None, wake: WakeLatency | None = None
+) -> list[str]:
     """Markdown lines of the run-lease section of the report."""
     lines = ["## Run lease: one thread, N processes, per multitask strategy\n"]
     lines.append(
@@ -369,21 +493,52 @@ def render(shared: list[SharedRow], fresh: FreshCost | None) -> list[str]:
             f"{statistics.median(r.wasted_per_step for r in rs):.3f} | "
             f"{sum(r.stale for r in rs) / attempts:.1%} | {sum(r.busy for r in rs) / attempts:.1%} |"
         )
+    ratios = enqueue_ratios(shared)
+    if ratios:
+        lines.append("")
+        lines.append(
+            "`enqueue`, N processes over one process (target: at least 0.8): "
+            + ", ".join(f"N={n}: {x:.2f}x" for n, x in ratios.items())
+            + "\n"
+        )
+    if wake is not None:
+        lines.append(
+            f"Wake-up of a queued run after the release ({wake.samples} samples, one process, "
+            "two stores): from sending the release to the waiter holding the lease (its "
+            "thread read), ms:\n"
+        )
+        lines.append("| waiter | p50 | p99 |")
+        lines.append("| --- | --- | --- |")
+        for mode, label in (("listen", "woken by NOTIFY"), ("poll", "polling (no LISTEN)")):
+            g = wake.granted_ms.get(mode)
+            if g:
+                lines.append(f"| {label} | {g['p50']:.2f} | {g['p99']:.2f} |")
+        if wake.notified_ms:
+            lines.append(
+                f"\nOf which: the release's own round trip p50 {wake.release_ms['p50']:.2f} ms; "
+                f"the notification dispatched in the waiter's process p50 "
+                f"{wake.notified_ms['p50']:.2f} / p99 {wake.notified_ms['p99']:.2f} ms after "
+                "the release was sent; the rest is the waiter's acquisition round trip.\n"
+            )
     if fresh is not None:
         lines.append("")
         lines.append(
             f"Fresh thread, one process, {fresh.runs_per_round} runs x {fresh.rounds} "
             "interleaved rounds (median):\n"
         )
-        lines.append("| | ms/step | client CPU ms/step | Postgres round trips / run |")
-        lines.append("| --- | --- | --- | --- |")
+        lines.append(
+            "| | ms/step | client CPU ms/step | Postgres round trips / run | "
+            "WAL flushes / run (server-wide) |"
+        )
+        lines.append("| --- | --- | --- | --- | --- |")
         for name in ("no lease", "lease"):
             lines.append(
                 f"| {name} | {fresh.ms_per_step[name]:.3f} | {fresh.cpu_ms_per_step[name]:.3f} "
-                f"| {fresh.round_trips_per_run[name]:.1f} |"
+                f"| {fresh.round_trips_per_run[name]:.1f} | "
+                f"{fresh.wal_syncs_per_run.get(name, float('nan')):.2f} |"
             )
         lines.append(
-            f"\nLease / no lease: wall {fresh.ratio_wall:.3f}x, CPU {fresh.ratio_cpu:.3f}x "
-            "(median of per-round ratios).\n"
+            f"\nLease / no lease: wall {fresh.ratio_wall:.3f}x (target: at most 1.05x), CPU "
+            f"{fresh.ratio_cpu:.3f}x (median of per-round ratios).\n"
         )
     return lines

@@ -10,7 +10,7 @@ rates; the time pytest-benchmark shows is the whole configuration's.
 from __future__ import annotations
 
 import pytest
-from _lease import STRATEGIES, fresh_thread_cost, shared_thread_rows
+from _lease import STRATEGIES, fresh_thread_cost, shared_thread_rows, wake_latency
 
 DURATION_S = 2.5
 PROCESSES = [1, 2, 4, 8]
@@ -55,7 +55,22 @@ def bench_fresh_thread_lease_cost(benchmark, bench_db):
             "ms_per_step": {k: round(v, 4) for k, v in r.ms_per_step.items()},
             "cpu_ms_per_step": {k: round(v, 4) for k, v in r.cpu_ms_per_step.items()},
             "round_trips_per_run": r.round_trips_per_run,
+            "wal_syncs_per_run": r.wal_syncs_per_run,
             "ratio_wall": round(r.ratio_wall, 4),
             "ratio_cpu": round(r.ratio_cpu, 4),
+        }
+    )
+
+
+def bench_wake_latency(benchmark, bench_db):
+    benchmark.group = "lease: wake-up after the release"
+    r = benchmark.pedantic(wake_latency, args=(bench_db.dsn,), rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        {
+            "granted_ms": {
+                k: {p: round(x, 3) for p, x in v.items()} for k, v in r.granted_ms.items()
+            },
+            "notified_ms": {p: round(x, 3) for p, x in r.notified_ms.items()},
+            "release_ms": {p: round(x, 3) for p, x in r.release_ms.items()},
         }
     )

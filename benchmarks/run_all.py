@@ -42,7 +42,7 @@ from _concurrency import (  # noqa: E402
     run_processes,
 )
 from _contenders import FLOOR_PAYLOAD_BYTES, Contender  # noqa: E402
-from _lease import fresh_thread_cost, shared_thread_rows  # noqa: E402
+from _lease import fresh_thread_cost, shared_thread_rows, wake_latency  # noqa: E402
 from _lease import render as render_lease  # noqa: E402
 from _load import SIZES as LOAD_SIZES  # noqa: E402
 from _load import TURNS, thread_load, turns_report  # noqa: E402
@@ -434,7 +434,9 @@ def _lease_section(db: BenchDatabase, q: int) -> dict[str, Any]:
     duration = 1.5 if q else 2.5
     log("lease: fresh-thread cost with and without the lease ...")
     fresh = fresh_thread_cost(db.dsn, runs=20 if q else 40, rounds=3 if q else 7)
-    out: dict[str, Any] = {"duration_s": duration, "fresh": fresh, "shared": {}}
+    log("lease: wake-up latency of a queued run after the release ...")
+    wake = wake_latency(db.dsn, samples=50 if q else 200)
+    out: dict[str, Any] = {"duration_s": duration, "fresh": fresh, "wake": wake, "shared": {}}
     for node_s in (0.0, 0.02):
         log(f"lease: shared thread, nodes of {node_s * 1e3:.0f} ms ...")
         out["shared"][node_s] = shared_thread_rows(
@@ -780,7 +782,10 @@ def render(res: dict[str, Any]) -> str:
         for node_s, rows in lease["shared"].items():
             # a name of its own: rebinding ``lines`` here dropped every section before this one
             # from the report (``add`` appends to the report's list, the return joins ``lines``)
-            lease_lines = render_lease(rows, lease["fresh"] if node_s == 0.0 else None)
+            first = node_s == 0.0
+            lease_lines = render_lease(
+                rows, lease["fresh"] if first else None, lease.get("wake") if first else None
+            )
             lease_lines[0] = lease_lines[0].rstrip() + f" (nodes of {node_s * 1e3:.0f} ms)\n"
             for line in lease_lines:
                 add(line)

@@ -230,6 +230,7 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
     ),
     ("from tenxgraph.models.google import GoogleModel", "providers/google (tenxgraph adapter)"),
     ("from tenxgraph.models.anthropic import AnthropicModel", "tenxgraph adapter"),
+    ("from tenxgraph.models.openai import OpenAIModel", "tenxgraph adapter (extra openai)"),
     ("from tenxgraph.prebuilt import ReactAgent", "get-started/first-agent, get-started/index"),
     ("from tenxgraph.prebuilt.agent import ReactAgent", "prebuild/agents/react-agent"),
     (

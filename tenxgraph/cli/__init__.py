@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 #: ``threads`` actions that write: each refuses to run without ``--yes``.
-_WRITES = frozenset({"delete", "rewind", "fork"})
+_WRITES = frozenset({"delete", "rewind", "fork", "sweep"})
 
 _EXIT_CODES_HELP = """\
 exit codes (every failure is one line on stderr):
@@ -199,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
                 a.add_argument("--to", required=True, metavar="THREAD_ID", help="the new thread")
             a.add_argument("--yes", action="store_true", help=f"really {name} (it writes)")
 
+    from tenxgraph.cli.retention import add_sweep_parser, add_users_parser
+
+    add_sweep_parser(tsub)
+    add_users_parser(sub)
+
     d = sub.add_parser(
         "demo",
         help="the main job in one command: multi-turn runs, a crash, a resume",
@@ -303,18 +308,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if args.command == "setup" and not args.dsn and not args.db:
         parser.error("setup needs --dsn (Postgres) or --db (SQLite file)")
-    if args.command == "threads" and args.action in _WRITES and not args.yes:
-        act = args.action
-        print(f"tenxgraph threads {act}: refusing to {act} without --yes", file=sys.stderr)
-        return EXIT_USAGE
+    if args.command in ("threads", "users") and args.action in _WRITES | {"erase"}:
+        if not args.yes:
+            act = args.action
+            print(
+                f"tenxgraph {args.command} {act}: refusing to {act} without --yes",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     name = f"tenxgraph {args.command}" + (
-        f" {args.action}" if args.command in ("threads", "runs") else ""
+        f" {args.action}" if args.command in ("threads", "runs", "users") else ""
     )
     try:
         if args.command == "setup":
             return asyncio.run(_cmd_setup(args))
+        if args.command == "threads" and args.action == "sweep":
+            from tenxgraph.cli.retention import cmd_sweep
+
+            return asyncio.run(cmd_sweep(args))
         if args.command == "threads":
             return asyncio.run(_cmd_threads(args))
+        if args.command == "users":
+            from tenxgraph.cli.retention import cmd_users
+
+            return asyncio.run(cmd_users(args))
         if args.command == "demo":
             return asyncio.run(_demo_async(args))
         if args.command == "replay":

@@ -52,6 +52,9 @@ class StoreSpec:
         timeout_s: seconds to keep retrying an unreachable Postgres (the pool's ``timeout``).
         redis_cluster: ``redis_url`` names a node of a Redis Cluster.
         partitions: hash partitions of a fresh Postgres schema (``None``: plain tables).
+        thread_ttl_s: the checkpointer's default thread time to live in seconds
+            (``threads sweep``; ``None``: only threads with their own TTL expire).
+        enforce_user_isolation: the checkpointer's isolation setting (``users erase``).
     """
 
     dsn: str | None = None
@@ -63,6 +66,8 @@ class StoreSpec:
     timeout_s: float = 30.0
     redis_cluster: bool = False
     partitions: int | None = None
+    thread_ttl_s: float | None = None
+    enforce_user_isolation: bool = True
 
     def secrets(self) -> tuple[str, ...]:
         """Every string of the DSN and Redis URL that may be (part of) a password."""
@@ -120,10 +125,17 @@ class StoreSpec:
                 pool_config={"timeout": self.timeout_s},
                 redis_cluster=self.redis_cluster,
                 partitions=self.partitions,
+                thread_ttl_s=self.thread_ttl_s,
+                enforce_user_isolation=self.enforce_user_isolation,
             )
         from tenxgraph.storage.checkpointer import SqliteCheckpointer
 
-        return SqliteCheckpointer(self.db, state_history_limit=self.history_limit)
+        return SqliteCheckpointer(
+            self.db,
+            state_history_limit=self.history_limit,
+            thread_ttl_s=self.thread_ttl_s,
+            enforce_user_isolation=self.enforce_user_isolation,
+        )
 
 
 def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> StoreSpec:
@@ -138,6 +150,8 @@ def _store_spec(args: argparse.Namespace, default_db: str | None = None) -> Stor
         timeout_s=getattr(args, "timeout", None) or 30.0,
         redis_cluster=bool(getattr(args, "redis_cluster", False)),
         partitions=getattr(args, "partitions", None),
+        thread_ttl_s=getattr(args, "thread_ttl_s", None),
+        enforce_user_isolation=not getattr(args, "no_isolation", False),
     )
 
 

@@ -66,6 +66,10 @@ POLL_MAX_S = 0.1
 #: long of its release (the others back off up to ``POLL_MAX_S``).
 POLL_HEAD_S = 0.004
 
+#: Seconds a woken-up waiter adds to the holder's remaining lease before trying anyway (a
+#: holder that crashed sends no release: its lease lapses on the server's clock).
+WAKE_MARGIN_S = 0.05
+
 #: Seconds given to a release sent while the run is being cancelled or closed.
 RELEASE_BUDGET_S = 5.0
 
@@ -114,6 +118,8 @@ class RunLease:
         self.stop_requested = False
         self.waited_s = 0.0
         self.lost = False
+        #: a statement committed durably since the grant (a checkpoint write or a renewal)
+        self.durable = False
         self._renewer: asyncio.Task[None] | None = None
         self._renewed_at = 0.0
 
@@ -137,55 +143,91 @@ class RunLease:
             StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
         """
         cp = self.cp
-        # The store's expiry counts from when it granted, which is after the request was sent:
-        # the in-process lease deadline (check_held) counts from the send, never later.
-        sent = time.monotonic()
-        grant, loaded = await cp.aload_leased(
-            self.config, self.holder, queue=strategy != "reject", state_cls=state_cls
-        )
-        if grant.fence is None and strategy == "reject":
-            raise await self._busy(strategy, grant.expires_in_s, waited=None)
-        t0 = time.monotonic()
-        deadline = None if cp.enqueue_timeout_s is None else t0 + cp.enqueue_timeout_s
-        delay = POLL_MIN_S
-        asked_stop = False
-        refreshed = t0
+        # A run of a process whose lease listener is up registers before its first attempt,
+        # so that a release right after that attempt still wakes it (no connection opened
+        # here: a process that never waits never listens).
+        waiter = None
+        if strategy != "reject":
+            waiter = await cp.alease_waiter(self.config, self.holder, start=False)
+        listening = waiter is not None
         try:
-            while grant.fence is None:
-                if strategy in ("interrupt", "rollback") and not asked_stop:
-                    # The durable stop request of stop(): the holder stops at its next node
-                    # boundary (within STOP_POLL_S when it runs in another process).
-                    await cp.aset_stop(self.config, True)
-                    asked_stop = True
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    raise await self._busy(strategy, grant.expires_in_s, waited=now - t0)
-                pause = POLL_HEAD_S if grant.ahead == 0 else delay
-                if deadline is not None:
-                    pause = min(pause, max(0.0, deadline - now))
-                await anyio.sleep(pause)
-                delay = min(delay * 2, POLL_MAX_S)
-                # A read-only peek unless the lease looks free to this run or its place in the
-                # queue is due for a refresh: no row lock taken against the holder's writes.
-                if time.monotonic() - refreshed < cp.lease_ttl_s / 4:
-                    peeked = await cp.alease_peek(self.config, self.holder)
-                    if not (peeked.expires_in_s == 0.0 and peeked.ahead == 0):
-                        grant = peeked
+            # The store's expiry counts from when it granted, which is after the request was
+            # sent: the in-process lease deadline (check_held) counts from the send.
+            sent = time.monotonic()
+            grant, loaded = await cp.aload_leased(
+                self.config, self.holder, queue=strategy != "reject", state_cls=state_cls
+            )
+            if grant.fence is None and strategy == "reject":
+                raise await self._busy(strategy, grant.expires_in_s, waited=None)
+            t0 = time.monotonic()
+            deadline = None if cp.enqueue_timeout_s is None else t0 + cp.enqueue_timeout_s
+            delay = POLL_MIN_S
+            asked_stop = False
+            refreshed = t0
+            try:
+                while grant.fence is None:
+                    if strategy in ("interrupt", "rollback") and not asked_stop:
+                        # The durable stop request of stop(): the holder stops at its next node
+                        # boundary (within STOP_POLL_S when it runs in another process).
+                        await cp.aset_stop(self.config, True)
+                        asked_stop = True
+                    now = time.monotonic()
+                    if deadline is not None and now >= deadline:
+                        raise await self._busy(strategy, grant.expires_in_s, waited=now - t0)
+                    late = not listening
+                    if late:
+                        # First wait of this process: open the listener. A release may have
+                        # come between the refused attempt and now: try once more at once.
+                        listening = True
+                        waiter = await cp.alease_waiter(self.config, self.holder, start=True)
+                    if waiter is not None and waiter.live:
+                        if not late:
+                            # Woken by the release; else try anyway when the holder's lease
+                            # may have lapsed (a crashed holder sends no release) or when the
+                            # place in the queue is due for a refresh.
+                            pause = cp.lease_ttl_s / 4
+                            if grant.expires_in_s:
+                                pause = min(pause, grant.expires_in_s + WAKE_MARGIN_S)
+                            if deadline is not None:
+                                pause = min(pause, max(0.0, deadline - now))
+                            await waiter.wait(pause)
+                        refreshed = sent = time.monotonic()
+                        grant, loaded = await cp.aload_leased(
+                            self.config, self.holder, queue=True, state_cls=state_cls
+                        )
                         continue
-                refreshed = sent = time.monotonic()
-                grant, loaded = await cp.aload_leased(
-                    self.config, self.holder, queue=True, state_cls=state_cls
-                )
-        except BaseException:
-            # Leave the queue (and withdraw a stop request made for this run) before failing.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_BUDGET_S):
-                try:
-                    await cp.alease_release(self.config, self.holder, None)
-                    if asked_stop:
-                        await cp.aset_stop(self.config, False)
-                except Exception as exc:  # noqa: BLE001 - the original error is what matters
-                    log.warning("could not leave the queue of a thread: %s", type(exc).__name__)
-            raise
+                    # No wake-ups (SQLite, memory, a store behind a pooler without listen_dsn,
+                    # or the listening connection is down): bounded polling with backoff.
+                    pause = POLL_HEAD_S if grant.ahead == 0 else delay
+                    if deadline is not None:
+                        pause = min(pause, max(0.0, deadline - now))
+                    await anyio.sleep(pause)
+                    delay = min(delay * 2, POLL_MAX_S)
+                    # A read-only peek unless the lease looks free to this run or its place in
+                    # the queue is due for a refresh: no row lock taken against the holder's
+                    # writes.
+                    if time.monotonic() - refreshed < cp.lease_ttl_s / 4:
+                        peeked = await cp.alease_peek(self.config, self.holder)
+                        if not (peeked.expires_in_s == 0.0 and peeked.ahead == 0):
+                            grant = peeked
+                            continue
+                    refreshed = sent = time.monotonic()
+                    grant, loaded = await cp.aload_leased(
+                        self.config, self.holder, queue=True, state_cls=state_cls
+                    )
+            except BaseException:
+                # Leave the queue (and withdraw a stop request made for this run) first.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_BUDGET_S):
+                    try:
+                        await cp.alease_release(self.config, self.holder, None)
+                        if asked_stop:
+                            await cp.aset_stop(self.config, False)
+                    except Exception as exc:  # noqa: BLE001 - the original error matters
+                        log.warning("could not leave the queue of a thread: %s", type(exc).__name__)
+                raise
+        finally:
+            if waiter is not None:
+                waiter.close()
         self.waited_s = time.monotonic() - t0
         self._renewed_at = sent
         self.fence = grant.fence
@@ -255,6 +297,7 @@ class RunLease:
                 continue
             if ok:
                 self._renewed_at = max(self._renewed_at, sent)
+                self.durable = True
             else:
                 # Another run took the thread over; this run's next checkpoint is refused.
                 self.lost = True
@@ -279,6 +322,10 @@ class RunLease:
         ``min(lease_ttl_s / 2, lease_ttl_s - lease_renew_s)`` of it (the margin covers clock
         rate and network delay) no other run can hold the thread. Past that (the process was
         paused, renewals failed) it renews now, one round trip, and refuses if that fails.
+        It also renews before the first side effect of a run that has committed nothing
+        since the grant: Postgres commits a grant without waiting for its WAL flush, and a
+        server crash may forget it; the renewal's commit is flushed, and with it the grant
+        (docs/guarantees.md, "Run lease durability").
 
         Args:
             expected_version: the version this run last read or wrote (for the error).
@@ -297,7 +344,7 @@ class RunLease:
         if not self.lost:
             now = time.monotonic()
             window = min(cp.lease_ttl_s / 2, cp.lease_ttl_s - cp.lease_renew_s)
-            if now - self._renewed_at < window:
+            if now - self._renewed_at < window and self.durable:
                 return fence
             try:
                 ok = await cp.alease_renew(self.config, self.holder, fence)
@@ -306,11 +353,17 @@ class RunLease:
                 ok = False
             if ok:
                 self._renewed_at = max(self._renewed_at, now)
+                self.durable = True
                 return fence
             self.lost = True
         raise lease_lost(self.key.thread_id, expected_version, fence)
 
     # -- releasing -------------------------------------------------------------------------------
+    def wrote(self) -> None:
+        """A checkpoint write under the lease committed (durably: the grant before it is
+        durable too)."""
+        self.durable = True
+
     def released_by_write(self) -> None:
         """The run's last checkpoint write released the lease (folded release)."""
         self._stop_renewal()

@@ -98,7 +98,11 @@ RECOVERY_OPTIONS = (
     "listen",
     "listen_dsn",
     "grace_s",
+    "retention_interval_s",
 )
+
+#: Default seconds between two retention sweeps of the recovery loop.
+DEFAULT_RETENTION_INTERVAL_S = 60.0
 
 
 def _holder_note(holder: str) -> tuple[int | None, int, bool]:
@@ -144,6 +148,10 @@ class Recovery:
             transaction mode (``LISTEN`` needs a direct or session-mode connection).
         grace_s: seconds a closing recovery lets its attempts in flight finish before it
             cancels them and puts their runs back to ``pending`` (``>= 0``, default 30).
+        retention_interval_s: seconds between two retention sweeps
+            (``checkpointer.asweep_threads()``: threads idle longer than their TTL are
+            deleted; see docs/how-to/erasure-retention.md), the first one at start; ``None``:
+            no retention sweep in this process (default 60).
 
     Raises:
         ConfigError: ``CONFIG_001`` for a bad argument, or when the checkpointer has no
@@ -161,6 +169,7 @@ class Recovery:
         listen: bool = True,
         listen_dsn: str | None = None,
         grace_s: float = DEFAULT_GRACE_S,
+        retention_interval_s: float | None = DEFAULT_RETENTION_INTERVAL_S,
     ) -> None:
         for name, value, low in (
             ("concurrency", concurrency, 1),
@@ -184,6 +193,19 @@ class Recovery:
                 f"sweep_interval_s must be a number of seconds > 0, not {sweep_interval_s!r}",
                 context={"key": "sweep_interval_s"},
             )
+        if retention_interval_s is not None and (
+            isinstance(retention_interval_s, bool)
+            or not isinstance(retention_interval_s, int | float)
+            or not 0 < retention_interval_s < float("inf")
+        ):
+            raise ConfigError(
+                "retention_interval_s must be a finite number of seconds > 0 or None, not "
+                f"{retention_interval_s!r}",
+                context={"key": "retention_interval_s"},
+            )
+        self.retention_interval_s = (
+            None if retention_interval_s is None else float(retention_interval_s)
+        )
         self.app = app
         self.store: RunStore = _runs.run_store(app)
         self.concurrency = concurrency
@@ -207,6 +229,8 @@ class Recovery:
                 "requeued",
                 "sweeps",
                 "notifications",
+                "retention_sweeps",
+                "threads_expired",
             ),
             0,
         )
@@ -232,6 +256,8 @@ class Recovery:
         with self._intake:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._sweep_loop)
+                if self.retention_interval_s is not None:
+                    tg.start_soon(self._retention_loop)
                 store = self.app.checkpointer.store
                 if self.listen and callable(getattr(store, "run_listen", None)):
                     tg.start_soon(self._listen_loop)
@@ -272,6 +298,21 @@ class Recovery:
                 log.warning("recovery sweep failed: %s", exc.error_code)
             with anyio.move_on_after(self.sweep_interval_s):
                 await self._wake.wait()
+
+    async def _retention_loop(self) -> None:
+        """Every ``retention_interval_s``: delete the threads idle longer than their TTL
+        (``checkpointer.asweep_threads``). A failing sweep is logged and tried again at the
+        next interval."""
+        assert self.retention_interval_s is not None
+        while True:
+            try:
+                result = await self.app.checkpointer.asweep_threads()
+            except TenxGraphError as exc:
+                log.warning("retention sweep failed: %s", exc.error_code)
+            else:
+                self.stats["retention_sweeps"] += 1
+                self.stats["threads_expired"] += result.threads
+            await anyio.sleep(self.retention_interval_s)
 
     async def _listen_loop(self) -> None:
         store: Any = self.app.checkpointer.store

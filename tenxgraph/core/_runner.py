@@ -421,6 +421,7 @@ def parse_input(
                         f"input message {i} is not valid: {exc}",
                         context={"field": f"messages[{i}]"},
                     ) from None
+            _refuse_repeated_ids(msgs)
         elif k == "resume":
             continue
         elif k == "state" and "state" not in fields:
@@ -436,6 +437,27 @@ def parse_input(
                 context={"field": k},
             )
     return msgs, updates, input_data.get("resume"), "resume" in input_data
+
+
+def _refuse_repeated_ids(msgs: list[Message]) -> None:
+    """Refuse one input that carries two messages with the same ``message_id``.
+
+    ``add_messages`` skips an id it already holds, so the second message would vanish without
+    a word; two different messages must have two ids.
+
+    Raises:
+        ValidationError: ``VALIDATION_000`` naming the repeated id's position.
+    """
+    seen: set[str] = set()
+    for i, m in enumerate(msgs):
+        key = str(m.message_id)
+        if key in seen:
+            raise ValidationError(
+                f"input messages[{i}] repeats message_id {key!r} of an earlier input message; "
+                "give each message its own id",
+                context={"field": f"messages[{i}]"},
+            )
+        seen.add(key)
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -513,6 +535,8 @@ class _Run:
                     self.prev = await self.cp.acommit(
                         self.rc.raw, state, self.prev, fence=fence, release=release
                     )
+        if lease is not None and fence is not None:
+            lease.wrote()
         if release and lease is not None:
             lease.released_by_write()
         self.state = self.prev.state

@@ -165,7 +165,9 @@ class AnthropicModel:
         max_retries: the SDK's own retries of 408/409/429/5xx and connection errors.
         **params: default request parameters: ``max_tokens`` (default 4096), ``temperature``,
             ``top_p``, ``top_k``, ``stop_sequences``, ``reasoning_effort`` (mapped to
-            ``thinking`` by :data:`THINKING_BUDGETS`), ``thinking`` (passed as it is).
+            ``thinking`` by :data:`THINKING_BUDGETS`), ``thinking`` (passed as it is),
+            ``response_format`` (``json_object`` / ``json_schema``: sent as
+            ``output_config.format``, Claude's structured outputs).
 
     Raises:
         ModelError: ``MODEL_001`` when the ``anthropic`` package is not installed.
@@ -216,6 +218,11 @@ class AnthropicModel:
         for key in _PASSED:
             if params.get(key) is not None:
                 body[key] = params[key]
+        fmt = params.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+            # structured outputs: Claude answers with JSON matching the schema
+            schema = (fmt.get("json_schema") or {}).get("schema") or {"type": "object"}
+            body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         effort = params.get("reasoning_effort")
         if params.get("thinking") is not None:
             body["thinking"] = params["thinking"]

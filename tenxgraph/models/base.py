@@ -85,7 +85,9 @@ class ModelError(TenxGraphError):
 
     ``context``: ``model`` (the model name), and where relevant ``status_code`` (int),
     ``attempts`` (int), ``base_url`` (passwords redacted), ``provider_error`` (the provider's
-    ``error.type`` / ``error.code``).
+    ``error.type`` / ``error.code``), ``retryable`` (bool: 408/409/429/5xx and connection
+    errors; ``Agent(fallback_models=...)`` moves to the next model only for these; set by the
+    provider adapters, absent for other models, which count as retryable).
     """
 
     default_code = "MODEL_001"

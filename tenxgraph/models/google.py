@@ -13,17 +13,24 @@ become :class:`~tenxgraph.models.base.ModelError` (``MODEL_001``) with ``status_
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 import orjson
+import pydantic
 
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.models._gemini_parts import content_parts_to_gemini
 from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
 from tenxgraph.models.openai_compat import to_openai_messages
 
-__all__ = ["THINKING_BUDGETS", "GoogleModel", "to_gemini_request"]
+__all__ = [
+    "THINKING_BUDGETS",
+    "GoogleModel",
+    "gemini_message",
+    "gemini_stream",
+    "to_gemini_request",
+]
 
 #: ``reasoning_effort`` -> Gemini ``thinking_config.thinking_budget`` (tokens).
 THINKING_BUDGETS = {"minimal": 128, "low": 512, "medium": 8192, "high": 24576}
@@ -155,6 +162,64 @@ def _parts(resp: Any) -> list[Any]:
     return list(candidates[0].content.parts or [])
 
 
+def gemini_message(model: str, parts: list[Any], usage: Any, finish: Any, resp_id: Any) -> Message:
+    """The assistant message of Gemini response ``parts`` (objects of ``google.genai.types``,
+    or anything with the same attributes): text, ``function_call`` s as tool calls, thoughts
+    as ``reasoning``, ``usage`` (``usage_metadata``) as token usages; ``metadata`` holds
+    ``model``, ``provider`` (``"google"``), ``finish_reason`` and ``response_id`` when known."""
+    text: list[str] = []
+    thoughts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for part in parts:
+        call = getattr(part, "function_call", None)
+        if call is not None:
+            calls.append(
+                {
+                    "id": getattr(call, "id", None) or new_tool_call_id(),
+                    "name": call.name,
+                    "arguments": dict(call.args or {}),
+                }
+            )
+        elif getattr(part, "text", None):
+            (thoughts if getattr(part, "thought", False) else text).append(part.text)
+    metadata = {
+        "model": model,
+        "provider": "google",
+        "finish_reason": str(getattr(finish, "value", finish)) if finish is not None else None,
+        "response_id": resp_id,
+    }
+    return assistant_message(
+        "".join(text) or None,
+        calls,
+        reasoning="".join(thoughts) or None,
+        usages=_usage(usage),
+        metadata={k: v for k, v in metadata.items() if v not in (None, "")},
+    )
+
+
+async def gemini_stream(model: str, chunks: AsyncIterable[Any]) -> AsyncIterator[Message]:
+    """Messages of a Gemini response stream: a delta message per text or thought fragment
+    (``delta=True``), then the whole answer (:func:`gemini_message`)."""
+    parts: list[Any] = []
+    usage: Any = None
+    finish: Any = None
+    resp_id: Any = None
+    async for chunk in chunks:
+        usage = getattr(chunk, "usage_metadata", None) or usage
+        resp_id = getattr(chunk, "response_id", None) or resp_id
+        cands = getattr(chunk, "candidates", None) or []
+        if cands and cands[0].finish_reason is not None:
+            finish = cands[0].finish_reason
+        for part in _parts(chunk):
+            parts.append(part)
+            if getattr(part, "function_call", None) is None and getattr(part, "text", None):
+                if getattr(part, "thought", False):
+                    yield Message(role="assistant", content=[], reasoning=part.text, delta=True)
+                else:
+                    yield Message(role="assistant", content=part.text, delta=True)
+    yield gemini_message(model, parts, usage, finish, resp_id)
+
+
 class GoogleModel:
     """A Gemini model reached through ``google.genai.Client(...).aio``.
 
@@ -165,6 +230,11 @@ class GoogleModel:
         base_url: another endpoint (default: the SDK's; ``GOOGLE_GEMINI_BASE_URL`` is read by
             the SDK too).
         timeout_s: per-request timeout in seconds (default: the SDK's).
+        use_vertex_ai: route the calls through Vertex AI (``genai.Client(vertexai=True)``:
+            Application Default Credentials with ``GOOGLE_CLOUD_PROJECT`` /
+            ``GOOGLE_CLOUD_LOCATION``, or an API key in Vertex AI express mode;
+            ``GOOGLE_VERTEX_BASE_URL`` is read by the SDK). ``False`` (default) leaves the
+            choice to the SDK, which reads ``GOOGLE_GENAI_USE_VERTEXAI``.
         **params: default request parameters: ``temperature``, ``top_p``, ``top_k``,
             ``max_tokens``, ``stop``, ``seed``, ``reasoning_effort`` (mapped by
             :data:`THINKING_BUDGETS`), ``thinking_budget`` (tokens, passed as it is), ``thinking_level`` (mapped like an effort),
@@ -183,6 +253,7 @@ class GoogleModel:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout_s: float | None = None,
+        use_vertex_ai: bool = False,
         **params: Any,
     ) -> None:
         genai, types, errors = _sdk()
@@ -200,6 +271,9 @@ class GoogleModel:
         kwargs: dict[str, Any] = {}
         if api_key is not None:
             kwargs["api_key"] = api_key
+        if use_vertex_ai:
+            kwargs["vertexai"] = True
+        self.use_vertex_ai = bool(use_vertex_ai)
         if http:
             kwargs["http_options"] = types.HttpOptions(**http)
         self._genai = genai
@@ -252,6 +326,13 @@ class GoogleModel:
         return contents, self._types.GenerateContentConfig(**config)
 
     def _error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, pydantic.ValidationError):  # the SDK could not read the answer
+            return ModelError(
+                f"google model {self.model!r} answered with a response the SDK could not "
+                f"read ({exc.error_count()} validation error(s); first: "
+                f"{exc.errors(include_url=False)[0]['msg']})",
+                context={"model": self.model, "provider": "google", "retryable": False},
+            )
         status = getattr(exc, "code", None)
         retryable = not isinstance(status, int) or status == 429 or status >= 500
         return ModelError(
@@ -267,34 +348,7 @@ class GoogleModel:
         )
 
     def _message(self, parts: list[Any], usage: Any, finish: Any, resp_id: Any) -> Message:
-        text: list[str] = []
-        thoughts: list[str] = []
-        calls: list[dict[str, Any]] = []
-        for part in parts:
-            call = getattr(part, "function_call", None)
-            if call is not None:
-                calls.append(
-                    {
-                        "id": call.id or new_tool_call_id(),
-                        "name": call.name,
-                        "arguments": dict(call.args or {}),
-                    }
-                )
-            elif getattr(part, "text", None):
-                (thoughts if part.thought else text).append(part.text)
-        metadata = {
-            "model": self.model,
-            "provider": "google",
-            "finish_reason": str(finish.value) if finish is not None else None,
-            "response_id": resp_id,
-        }
-        return assistant_message(
-            "".join(text) or None,
-            calls,
-            reasoning="".join(thoughts) or None,
-            usages=_usage(usage),
-            metadata={k: v for k, v in metadata.items() if v is not None},
-        )
+        return gemini_message(self.model, parts, usage, finish, resp_id)
 
     async def agenerate(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
@@ -317,7 +371,7 @@ class GoogleModel:
             resp = await self._client.aio.models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-        except (self._errors.APIError, OSError) as exc:
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None
         cands = resp.candidates or []
         finish = cands[0].finish_reason if cands else None
@@ -340,29 +394,11 @@ class GoogleModel:
             ModelError: ``MODEL_001`` for an API / HTTP error.
         """
         contents, config = self._request(messages, tools, kwargs)
-        parts: list[Any] = []
-        usage: Any = None
-        finish: Any = None
-        resp_id: Any = None
         try:
             stream = await self._client.aio.models.generate_content_stream(
                 model=self.model, contents=contents, config=config
             )
-            async for chunk in stream:
-                usage = chunk.usage_metadata or usage
-                resp_id = chunk.response_id or resp_id
-                cands = chunk.candidates or []
-                if cands and cands[0].finish_reason is not None:
-                    finish = cands[0].finish_reason
-                for part in _parts(chunk):
-                    parts.append(part)
-                    if getattr(part, "function_call", None) is None and part.text:
-                        if part.thought:
-                            yield Message(
-                                role="assistant", content=[], reasoning=part.text, delta=True
-                            )
-                        else:
-                            yield Message(role="assistant", content=part.text, delta=True)
-        except (self._errors.APIError, OSError) as exc:
+            async for message in gemini_stream(self.model, stream):
+                yield message
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None
-        yield self._message(parts, usage, finish, resp_id)

@@ -493,6 +493,7 @@ class OpenAICompatModel:
                         f"after {attempts} attempt(s) ({last}); check base_url and that the "
                         "server is running",
                         attempts=attempts,
+                        retryable=True,
                     ) from None
             else:
                 status = response.status_code
@@ -524,6 +525,7 @@ class OpenAICompatModel:
                         status_code=status,
                         attempts=attempts,
                         provider_error=info,
+                        retryable=retryable,
                     )
                 delay = _retry_after_s(response)
             if delay is None:
@@ -625,6 +627,7 @@ class OpenAICompatModel:
                             status_code=status,
                             attempts=attempts,
                             provider_error=info,
+                            retryable=retryable,
                         )
                     delay = _retry_after_s(response)
             except httpx.TransportError as exc:
@@ -634,6 +637,7 @@ class OpenAICompatModel:
                         f"after {attempts} attempt(s) ({type(exc).__name__}); check base_url "
                         "and that the server is running",
                         attempts=attempts,
+                        retryable=True,
                     ) from None
             if delay is None:
                 delay = _backoff_s(
@@ -671,7 +675,11 @@ class _StreamAccumulator:
         if data == "[DONE]":
             self.done = True
             return []
-        event = orjson.loads(data)
+        return self.feed_event(orjson.loads(data))
+
+    def feed_event(self, event: Any) -> list[Message]:
+        """The delta messages of one decoded ``chat.completion.chunk`` event (also the
+        official SDK's chunk objects, dumped to a dict)."""
         self.events += 1
         if not isinstance(event, dict):
             return []

@@ -48,6 +48,7 @@ def make_provider_model(
     timeout_s: float | None,
     max_retries: int,
     params: dict[str, Any],
+    use_vertex_ai: bool = False,
 ) -> ChatModel:
     """Build the Google or Anthropic adapter (OpenAI models are built by ``Agent``).
 
@@ -60,6 +61,7 @@ def make_provider_model(
         max_retries: retries of retryable errors (Anthropic's SDK retries itself; Gemini's
             requests are not retried here, ``fallback_models`` takes over).
         params: default request parameters.
+        use_vertex_ai: Google only: call Gemini through Vertex AI.
 
     Returns:
         The adapter.
@@ -71,7 +73,14 @@ def make_provider_model(
     if provider == "google":
         from tenxgraph.models.google import GoogleModel
 
-        return GoogleModel(model, api_key=api_key, base_url=base_url, timeout_s=timeout_s, **params)
+        return GoogleModel(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            timeout_s=timeout_s,
+            use_vertex_ai=use_vertex_ai,
+            **params,
+        )
     if provider == "anthropic":
         from tenxgraph.models.anthropic import AnthropicModel
 

@@ -39,7 +39,6 @@ import contextlib
 import logging
 import signal
 import threading
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -148,22 +147,15 @@ class GracefulShutdown:
     async def _stop_runs(self) -> None:
         """Ask every run of this process to stop at its next node boundary, until none is left.
 
-        ``CompiledGraph`` keeps the thread keys of its runs in flight in this process and the
-        in-process stop requests the runner checks at each boundary (the fast path of
-        ``astop``); only that in-process request is made here.
+        Through ``CompiledGraph.request_stop_all`` (the in-process half of ``astop``): nothing
+        is written to the store.
         """
         while True:
             graph = self.graph
             if graph is None:
                 await asyncio.sleep(_STOP_EVERY_S)
                 continue
-            running: dict[Any, int] = graph._running  # noqa: SLF001 - the runtime's registry
-            stops: dict[Any, float] = graph._local_stops  # noqa: SLF001
-            now = time.time()
-            for key in list(running):
-                if key not in stops:
-                    stops[key] = now
-                    self.stopped_runs += 1
+            self.stopped_runs += graph.request_stop_all()
             await asyncio.sleep(_STOP_EVERY_S)
 
     async def aclose(self) -> None:

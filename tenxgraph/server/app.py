@@ -15,9 +15,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from tenxgraph.appconfig import AppConfig, apply_env, load_graph
 from tenxgraph.core.config import check_strategy
+from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 
 from ._context import ServerContext
@@ -34,6 +36,28 @@ logger = logging.getLogger("tenxgraph.server")
 
 #: default request body limit (bytes): 10 MiB, as 10xGraph's request-size middleware
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+
+
+class _App(Starlette):
+    """Starlette whose failed start-up reports a config error as its one-line message.
+
+    Starlette hands the server a traceback when the lifespan raises; for a graph module that
+    cannot be imported (``CONFIG_001``, whose message already names the module and the cause)
+    the server prints that message alone before exiting.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            inner = send
+
+            async def send_one_line(message: Message) -> None:
+                error = getattr(self.state, "tenxgraph_startup_error", None)
+                if message["type"] == "lifespan.startup.failed" and error:
+                    message = {**message, "message": error}
+                await inner(message)
+
+            send = send_one_line
+        await super().__call__(scope, receive, send)
 
 
 def _guard(
@@ -64,7 +88,12 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     ctx: ServerContext = app.state.tenxgraph
     loader: AppConfig | None = getattr(app.state, "tenxgraph_config", None)
     if ctx.served is None and loader is not None:
-        ctx.served = await load_graph(loader)
+        try:
+            ctx.served = await load_graph(loader)
+        except ConfigError as exc:
+            # reported as one line by _App (the cause is in the message), not a traceback
+            app.state.tenxgraph_startup_error = str(exc)
+            raise
     if ctx.auth is None:
         logger.warning(
             "tenxgraph serve: authentication is off; every request runs as user 'anonymous' "
@@ -203,7 +232,7 @@ def create_app(
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTPException")
         return error_response(request, ApiError(exc.status_code, code, str(exc.detail)))
 
-    app = Starlette(
+    app = _App(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},

@@ -51,6 +51,14 @@ class GraphInputBody(_Strict):
             raise ValueError("messages must contain at least one message")
         return v
 
+    @field_validator("recursion_limit", mode="before")
+    @classmethod
+    def _not_bool(cls, v: Any) -> Any:
+        # JSON true/false would otherwise be read as 1/0 (pydantic's lax int)
+        if isinstance(v, bool):
+            raise ValueError("recursion_limit must be an integer, not a boolean")
+        return v
+
 
 class StopBody(_Strict):
     """Body of ``POST /v1/graph/stop``: ``thread_id`` and an optional ``config``."""

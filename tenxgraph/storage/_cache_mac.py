@@ -112,6 +112,13 @@ class EntryMac:
     def __repr__(self) -> str:
         return "EntryMac(<key hidden>)"
 
+    def marker(self, thread_id: str) -> str:
+        """The keyed digest naming an erased thread's marker in Redis (hex): it names the
+        thread to whoever holds the key, and reveals nothing of it to anyone else."""
+        h = self._base.copy()
+        h.update(b"erased\x00" + thread_id.encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
     @staticmethod
     def hashes(rows: bytes, lens: bytes) -> tuple[Any, Any]:
         """Fresh hash states over a complete ``rows`` and ``lens`` string."""

@@ -183,3 +183,30 @@ class LeaseTable:
         if lease is not None and lease.fence == fence:
             lease.holder = ""
             lease.expires_at = 0.0
+
+    def live(self, thread_id: str, now: float) -> bool:
+        """Whether a run holds the thread's lease at ``now`` (UNIX seconds; not lapsed)."""
+        lease = self._leases.get(thread_id)
+        return lease is not None and lease.holder != "" and lease.expires_at > now
+
+    def owned_by(self, owner: str) -> list[str]:
+        """Thread ids whose lease is kept under ``owner``'s scope."""
+        return [tid for tid, lease in self._leases.items() if lease.owner == owner]
+
+    def drop(self, thread_ids: list[str], owner: str | None) -> tuple[int, int]:
+        """Delete the leases of ``thread_ids`` (and, with ``owner``, every lease kept under
+        that owner's scope) with their queues (erasure and retention).
+
+        Returns:
+            ``(leases, waiters)`` deleted.
+        """
+        gone = set(thread_ids)
+        if owner is not None:
+            gone.update(self.owned_by(owner))
+        leases = waiters = 0
+        for tid in gone:
+            lease = self._leases.pop(tid, None)
+            if lease is not None:
+                leases += 1
+                waiters += len(lease.waiters)
+        return leases, waiters

@@ -43,6 +43,10 @@ starts with ``thread_id`` so the tables can be distributed on it):
   the lease over from a holder that had not released it. A run's first read takes the lease in
   the same statement; when that acquisition had to wait for the previous holder's final write,
   the read's snapshot predates that write, and this column tells the run to read again.
+* ``thread_leases.wanted`` (version 9): set by an acquisition attempt that was refused and
+  queued, cleared by the next grant. A release reads it from the row it updates (after
+  waiting for that row's lock), so a waiter whose attempt committed while the release waited
+  (too late for the release's snapshot of ``lease_waiters``) is still woken (``NOTIFY``).
 * ``runs`` (version 7): ``(thread_id, run_id)``: the submitted (background) runs: ``owner``,
   ``status``, ``input`` and ``config`` (orjson ``bytea``), ``attempts``, ``crashes``,
   ``holder``, ``worker``, ``last_error``, ``output`` (orjson ``bytea``, NULL until done),
@@ -53,6 +57,10 @@ starts with ``thread_id`` so the tables can be distributed on it):
   cache entries when the application passes no ``cache_mac_key`` (see
   :mod:`tenxgraph.storage._cache_mac`). Readable by whoever can read the schema, never sent to
   Redis.
+* ``threads.ttl_s`` and ``runs_owner_idx`` (version 10): a thread's own retention time to
+  live in seconds (``NULL``: the checkpointer's ``thread_ttl_s``; see
+  :mod:`tenxgraph.storage.retention`) and the index on ``runs (owner)`` that erasing a user
+  reads.
 
 ``bytea`` rather than ``jsonb`` because ``jsonb`` rejects ``\\u0000``, which tenxgraph stores.
 """
@@ -260,6 +268,27 @@ CREATE TABLE {cache_keys} (
             """
 INSERT INTO {cache_keys} (id, mac_key)
 VALUES (1, uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()))
+""",
+        ),
+    ),
+    # -- version 9 ------------------------------------------------------------------------------
+    Migration(
+        "thread_leases.wanted: a refused acquisition waits, so the release must wake it",
+        (
+            """
+ALTER TABLE {thread_leases} ADD COLUMN wanted boolean NOT NULL DEFAULT false
+""",
+        ),
+    ),
+    # -- version 10 -----------------------------------------------------------------------------
+    Migration(
+        "threads.ttl_s (a thread's retention override) and runs_owner_idx (erasing a user)",
+        (
+            """
+ALTER TABLE {threads} ADD COLUMN ttl_s double precision
+""",
+            """
+CREATE INDEX {runs_owner_idx} ON {runs} (owner)
 """,
         ),
     ),

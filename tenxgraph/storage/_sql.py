@@ -53,8 +53,10 @@ __all__ = [
     "CREATE_SCHEMA",
     "CURRENT_VERSION",
     "DELETE_THREAD",
+    "ERASE_OWNER",
     "FORK",
     "GET_STOP",
+    "GET_THREAD_TTL",
     "RUN_GET",
     "RUN_INSERT",
     "RUN_LIST",
@@ -85,12 +87,15 @@ __all__ = [
     "SCHEMA_EXISTS",
     "SET_METADATA",
     "SET_STOP",
+    "SET_THREAD_TTL",
     "Statement",
+    "SWEEP_IDLE",
     "TABLE_EXISTS",
     "TABLE_LAYOUT",
     "WRITE_CONFLICT_PROBE",
     "WRITE_OUTCOME_PROBE",
     "identifiers",
+    "lease_channel",
     "listen_statement",
     "runs_channel",
     "positional",
@@ -912,6 +917,139 @@ SELECT (SELECT count(*) FROM moved),
 """,
 )
 
+# -- erasure and retention (schema version 10; tenxgraph.storage.retention) ---------------------
+
+#: The deletions of every row of a set of threads (``{victims}``: a CTE of ``thread_id`` s),
+#: in :data:`tenxgraph.storage.retention.ERASE_TABLES` order after ``threads``; the owner-wide
+#: clause (``{owner_wide}``) also takes the rows an owner holds on threads that are not theirs.
+_ERASE_CHILDREN: LiteralString = """
+, d_checkpoints AS (
+    DELETE FROM {checkpoints} AS x USING victims AS v WHERE x.thread_id = v.thread_id
+ RETURNING 1
+), d_messages AS (
+    DELETE FROM {messages} AS x USING victims AS v WHERE x.thread_id = v.thread_id
+ RETURNING 1
+), d_tool_executions AS (
+    DELETE FROM {tool_executions} AS x USING victims AS v WHERE x.thread_id = v.thread_id
+ RETURNING 1
+), d_stop_requests AS (
+    DELETE FROM {stop_requests} AS x
+     WHERE x.thread_id IN (SELECT thread_id FROM victims)
+        OR (%(by_owner)b::bool AND x.owner = %(owner)b)
+ RETURNING 1
+), d_thread_leases AS (
+    DELETE FROM {thread_leases} AS x
+     WHERE x.thread_id IN (SELECT thread_id FROM victims)
+        OR (%(by_owner)b::bool AND x.owner = %(owner)b)
+ RETURNING 1
+), d_lease_waiters AS (
+    DELETE FROM {lease_waiters} AS x USING victims AS v WHERE x.thread_id = v.thread_id
+ RETURNING 1
+), d_runs AS (
+    DELETE FROM {runs} AS x
+     WHERE x.thread_id IN (SELECT thread_id FROM victims)
+        OR (%(by_owner)b::bool AND x.owner = %(owner)b)
+ RETURNING 1
+)
+"""
+
+#: The per-table counts of :data:`_ERASE_CHILDREN`, as select-list items.
+_ERASE_COUNTS: LiteralString = """
+       (SELECT count(*) FROM gone),
+       (SELECT count(*) FROM d_checkpoints),
+       (SELECT count(*) FROM d_messages),
+       (SELECT count(*) FROM d_tool_executions),
+       (SELECT count(*) FROM d_stop_requests),
+       (SELECT count(*) FROM d_thread_leases),
+       (SELECT count(*) FROM d_lease_waiters),
+       (SELECT count(*) FROM d_runs)
+"""
+
+ERASE_OWNER = Statement(
+    "ERASE_OWNER",
+    "delete every row of an owner's threads (found by owner in threads, runs, stop requests "
+    "and leases when by_owner, plus the given thread ids) and every row the owner holds "
+    "elsewhere; return the thread ids and the rows deleted per table",
+    "DELETE",
+    """
+WITH cand AS (
+    SELECT thread_id FROM {threads} WHERE %(by_owner)b::bool AND owner = %(owner)b
+    UNION SELECT thread_id FROM {runs} WHERE %(by_owner)b::bool AND owner = %(owner)b
+    UNION SELECT thread_id FROM {stop_requests} WHERE %(by_owner)b::bool AND owner = %(owner)b
+    UNION SELECT thread_id FROM {thread_leases} WHERE %(by_owner)b::bool AND owner = %(owner)b
+    UNION SELECT unnest(%(thread_ids)b::text[])
+), gone AS (
+    DELETE FROM {threads} AS t USING cand AS c
+     WHERE t.thread_id = c.thread_id AND t.owner = %(owner)b
+ RETURNING t.thread_id
+), victims AS (
+    SELECT thread_id FROM gone
+    UNION
+    SELECT c.thread_id FROM cand AS c
+     WHERE NOT EXISTS (SELECT 1 FROM {threads} AS t WHERE t.thread_id = c.thread_id)
+)"""
+    + _ERASE_CHILDREN
+    + """SELECT ARRAY(SELECT thread_id FROM victims ORDER BY 1),"""
+    + _ERASE_COUNTS,
+)
+
+SWEEP_IDLE = Statement(
+    "SWEEP_IDLE",
+    "delete up to limit threads idle longer than their TTL (own ttl_s, else the default) "
+    "that hold no live run lease and no open run, with every row of them; return their ids, "
+    "owners and the rows deleted per table",
+    "DELETE",
+    """
+WITH clock AS (
+    SELECT extract(epoch FROM statement_timestamp())::float8 AS now
+), idle AS (
+    SELECT t.thread_id FROM {threads} AS t
+     WHERE t.updated_at < %(now)b::float8 - coalesce(t.ttl_s, %(ttl_s)b::float8)
+       AND NOT EXISTS (SELECT 1 FROM {thread_leases} AS l, clock
+                        WHERE l.thread_id = t.thread_id AND l.holder <> ''
+                          AND l.expires_at > clock.now)
+       AND NOT EXISTS (SELECT 1 FROM {runs} AS r
+                        WHERE r.thread_id = t.thread_id AND r.status IN ('pending', 'running'))
+     ORDER BY t.updated_at
+     LIMIT %(limit)b::int8
+       FOR UPDATE OF t SKIP LOCKED
+), gone AS (
+    DELETE FROM {threads} AS t USING idle AS i WHERE t.thread_id = i.thread_id
+ RETURNING t.thread_id, t.owner
+), victims AS (
+    SELECT thread_id FROM gone
+)"""
+    + _ERASE_CHILDREN
+    + """SELECT ARRAY(SELECT thread_id FROM gone ORDER BY 1),
+       ARRAY(SELECT owner FROM gone ORDER BY thread_id),"""
+    + _ERASE_COUNTS,
+)
+
+SET_THREAD_TTL = Statement(
+    "SET_THREAD_TTL",
+    "set (or, NULL, clear) the retention override of an owned thread; say whether the thread "
+    "is the caller's (NULL: missing)",
+    "UPDATE",
+    """
+WITH changed AS (
+    UPDATE {threads} SET ttl_s = %(ttl_s)b::float8
+     WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+ RETURNING 1
+)
+SELECT (SELECT count(*) FROM changed),
+       (SELECT owner = %(owner)b FROM {threads} WHERE thread_id = %(thread_id)b)
+""",
+)
+
+GET_THREAD_TTL = Statement(
+    "GET_THREAD_TTL",
+    "the retention override of an owned thread (no row: missing or not owned)",
+    "SELECT",
+    """
+SELECT ttl_s FROM {threads} WHERE thread_id = %(thread_id)b AND owner = %(owner)b
+""",
+)
+
 #: Every statement above, by name.
 ALL_STATEMENTS: dict[str, Statement] = {
     s.name: s
@@ -953,6 +1091,10 @@ ALL_STATEMENTS: dict[str, Statement] = {
         RUN_LIST,
         RUN_OPEN,
         RUN_UPDATE,
+        ERASE_OWNER,
+        SWEEP_IDLE,
+        SET_THREAD_TTL,
+        GET_THREAD_TTL,
         SCHEMA_EXISTS,
         TABLE_EXISTS,
         TABLE_LAYOUT,
@@ -977,7 +1119,11 @@ _TABLES = {
     "migrations": "migrations",
     "cache_keys": "cache_keys",
 }
-_INDEXES = {"threads_owner_idx": "threads_owner_idx", "runs_open_idx": "runs_open_idx"}
+_INDEXES = {
+    "threads_owner_idx": "threads_owner_idx",
+    "runs_open_idx": "runs_open_idx",
+    "runs_owner_idx": "runs_owner_idx",
+}
 
 
 def identifiers(schema: str, prefix: str) -> dict[str, sql.Composable]:
@@ -992,7 +1138,10 @@ def identifiers(schema: str, prefix: str) -> dict[str, sql.Composable]:
         "threads_owner_idx": "prefixthreads_owner_idx"}`` as composables: tables
         schema-qualified, index names bare (Postgres creates an index in its table's schema).
     """
-    out: dict[str, sql.Composable] = {"schema": sql.Identifier(schema)}
+    out: dict[str, sql.Composable] = {
+        "schema": sql.Identifier(schema),
+        "lease_channel": sql.Literal(lease_channel(schema, prefix)),
+    }
     for key, table in _TABLES.items():
         out[key] = sql.Identifier(schema, prefix + table)
     for key, index in _INDEXES.items():
@@ -1020,6 +1169,14 @@ def runs_channel(schema: str, prefix: str) -> str:
     under Postgres's 63-byte identifier limit."""
     digest = hashlib.sha256(f"{schema}\x00{prefix}".encode()).hexdigest()[:16]
     return f"tenxgraph_runs_{digest}"
+
+
+def lease_channel(schema: str, prefix: str) -> str:
+    """The ``LISTEN`` / ``NOTIFY`` channel on which a release of a run lease wakes the runs
+    waiting for it, one per schema and prefix: ``tenxgraph_lease_`` and 16 hex digits (see
+    :func:`runs_channel`)."""
+    digest = hashlib.sha256(f"{schema}\x00{prefix}".encode()).hexdigest()[:16]
+    return f"tenxgraph_lease_{digest}"
 
 
 def listen_statement(channel: str) -> bytes:

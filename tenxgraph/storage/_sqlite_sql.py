@@ -15,6 +15,8 @@ each step runs in the same transaction as its ``schema_version`` row. Never edit
 
 from __future__ import annotations
 
+from tenxgraph.storage.retention import ERASE_TABLES
+
 __all__ = [
     "LEASE_GET",
     "LEASE_PUT",
@@ -36,6 +38,10 @@ __all__ = [
     "DELETE_MESSAGES",
     "DELETE_STOPS",
     "DELETE_THREAD",
+    "ERASE_BY_OWNER",
+    "ERASE_BY_THREAD",
+    "ERASE_CANDIDATES",
+    "GET_THREAD_TTL",
     "HISTORY_CHECKPOINTS",
     "INSERT_CHECKPOINT",
     "INSERT_LEDGER",
@@ -73,6 +79,9 @@ __all__ = [
     "SELECT_VERSION",
     "SET_METADATA",
     "SET_STOP",
+    "SET_THREAD_TTL",
+    "SWEEP_CANDIDATES",
+    "THREAD_OWNERS",
     "THREAD_OWNER_VERSION",
     "UPDATE_THREAD_CAS",
 ]
@@ -201,6 +210,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " updated_at REAL NOT NULL,"
         " PRIMARY KEY (thread_id, run_id))",
         "CREATE INDEX runs_open_idx ON runs (created_at) WHERE status IN ('pending', 'running')",
+    ),
+    # 8: a thread's own retention override (seconds; NULL: the checkpointer's thread_ttl_s)
+    # and the index erasing a user finds their runs by (tenxgraph.storage.retention).
+    (
+        "ALTER TABLE threads ADD COLUMN ttl_s REAL",
+        "CREATE INDEX runs_owner_idx ON runs (owner)",
     ),
 )
 
@@ -403,6 +418,43 @@ FORK_COPY_LEDGER = (
 )
 
 # -- submitted runs (schema version 7) ------------------------------------------------------------
+# -- erasure and retention (tenxgraph.storage.retention) -------------------------------------------
+#: Thread ids an owner holds anything of (parameters: the owner four times).
+ERASE_CANDIDATES = (
+    "SELECT thread_id FROM threads WHERE owner = ?"
+    " UNION SELECT thread_id FROM runs WHERE owner = ?"
+    " UNION SELECT thread_id FROM stop_requests WHERE owner = ?"
+    " UNION SELECT thread_id FROM thread_leases WHERE owner = ?"
+)
+#: Owners of the threads among a JSON list of thread ids.
+THREAD_OWNERS = (
+    "SELECT thread_id, owner FROM threads WHERE thread_id IN (SELECT value FROM json_each(?))"
+)
+#: ``DELETE FROM <table> WHERE thread_id IN (<JSON list>)``, per table, in
+#: ``tenxgraph.storage.retention.ERASE_TABLES`` order.
+ERASE_BY_THREAD = {
+    table: f"DELETE FROM {table} WHERE thread_id IN (SELECT value FROM json_each(?))"
+    for table in ERASE_TABLES
+}
+#: The rows an owner holds on threads that are not theirs (or that do not exist), per table.
+ERASE_BY_OWNER = {
+    table: f"DELETE FROM {table} WHERE owner = ?"
+    for table in ("stop_requests", "thread_leases", "runs")
+}
+#: Threads idle longer than their TTL (own ``ttl_s``, else the default) holding no live run
+#: lease and no open run, oldest first (parameters: now, default TTL, lease clock, limit).
+SWEEP_CANDIDATES = (
+    "SELECT t.thread_id, t.owner FROM threads AS t"
+    " WHERE t.updated_at < ? - COALESCE(t.ttl_s, ?)"
+    " AND NOT EXISTS (SELECT 1 FROM thread_leases AS l WHERE l.thread_id = t.thread_id"
+    " AND l.holder <> '' AND l.expires_at > ?)"
+    " AND NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.thread_id = t.thread_id"
+    " AND r.status IN ('pending', 'running'))"
+    " ORDER BY t.updated_at LIMIT ?"
+)
+SET_THREAD_TTL = "UPDATE threads SET ttl_s = ? WHERE thread_id = ? AND owner = ?"
+GET_THREAD_TTL = "SELECT ttl_s FROM threads WHERE thread_id = ? AND owner = ?"
+
 _RUN_COLUMNS = (
     "run_id, thread_id, owner, status, input, config, attempts, crashes, holder, worker,"
     " last_error, output, created_at, updated_at"

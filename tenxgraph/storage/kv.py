@@ -203,6 +203,27 @@ class RedisKV:
         """See ``CacheValueStore``."""
         return bool(await self._write("DEL", self._client.delete, self._ns(namespace) + key))
 
+    async def kv_delete_many(self, namespace: str, keys: list[str]) -> int:
+        """Remove ``(namespace, key)`` for each of ``keys`` in pipelined round trips of 500
+        (erasure and retention); returns how many existed.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when Redis could not delete them.
+        """
+        base = self._ns(namespace)
+        found = 0
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+
+            async def go(names: list[str] = chunk) -> Any:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for name in names:
+                        pipe.delete(base + name)
+                    return await pipe.execute()
+
+            found += sum(1 for n in await self._write("DEL", go) if n)
+        return found
+
     async def kv_keys(self, namespace: str, prefix: str | None) -> list[str]:
         """See ``CacheValueStore``."""
         from redis.exceptions import RedisError

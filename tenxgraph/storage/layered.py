@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from opentelemetry import trace
@@ -59,7 +59,9 @@ from tenxgraph.records import (
     ranges_len,
 )
 from tenxgraph.storage._behind import WriteBehind
+from tenxgraph.storage._lease_wake import LeaseWaiter
 from tenxgraph.storage.base import CacheTier, StoreTier
+from tenxgraph.storage.retention import Removal
 from tenxgraph.telemetry import ATTR, EVENT
 
 __all__ = ["LayeredStore"]
@@ -486,6 +488,67 @@ class LayeredStore:
                 await self._behind.flush()
         return existed
 
+    # ------------------------------------------------------------------ erasure and retention
+
+    async def erase_owner(
+        self, owner: str, *, by_owner: bool, thread_ids: list[str] | tuple[str, ...] = ()
+    ) -> Removal:
+        """Erase in the source (see ``MemoryStore.erase_owner``), then drop the removed
+        threads, and with ``by_owner`` every entry of the owner's scope, from every cache tier
+        (:meth:`_forget_removed`).
+
+        Returns:
+            The source's removal with the cache tiers' counts and unreachable tiers.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` when the source failed in a
+                retryable way (nothing is lost by running the erasure again).
+        """
+        removed: Removal = await self.source.erase_owner(  # type: ignore[attr-defined]
+            owner, by_owner=by_owner, thread_ids=thread_ids
+        )
+        return await self._forget_removed(removed, owner if by_owner else None)
+
+    async def sweep_idle(self, now: float, default_ttl_s: float | None, limit: int) -> Removal:
+        """One retention batch in the source (see ``MemoryStore.sweep_idle``), then the
+        removed threads dropped from every cache tier."""
+        removed: Removal = await self.source.sweep_idle(  # type: ignore[attr-defined]
+            now, default_ttl_s, limit
+        )
+        return await self._forget_removed(removed, None)
+
+    async def _forget_removed(self, removed: Removal, owner: str | None) -> Removal:
+        """Drop ``removed``'s threads (and ``owner``'s scope) from every cache tier, after the
+        background updates queued before (shielded from cancellation: the source has removed
+        them already). A tier's ``erase`` answering ``None`` or failing is listed as pending.
+        """
+        if not self.caches:
+            return removed
+        ids = removed.thread_ids
+        counts: dict[str, int] = {}
+        pending: list[str] = []
+        with anyio.CancelScope(shield=True):
+            await self._behind.flush()
+            for cache in self.caches:
+                erase = getattr(cache, "erase", None)
+                if erase is None:  # a tier of the application's own: one invalidation each
+                    for tid in ids:
+                        await self._cache_invalidate(cache, ThreadKey(tid, owner or "*"))
+                    continue
+                try:
+                    n = await erase(ids, owner)
+                except Exception as exc:
+                    self._cache_failed(cache, exc, "erase")
+                    n = None
+                if n is None:
+                    pending.append(cache.name)
+                else:
+                    counts[cache.name] = counts.get(cache.name, 0) + int(n)
+            await self._behind.flush()
+        if ids:
+            self._stats["invalidations"] += 1
+        return removed.with_caches(counts, pending)
+
     # ------------------------------------------------------------------ delegated
 
     async def kept_versions(self, key: ThreadKey) -> tuple[int, int] | None:
@@ -549,6 +612,16 @@ class LayeredStore:
         return await self.source.lease_acquire(
             key, holder, ttl_s=ttl_s, lapse_s=lapse_s, queue=queue
         )
+
+    async def lease_waiter(
+        self, key: ThreadKey, holder: str, *, start: bool = True
+    ) -> LeaseWaiter | None:
+        """The source's wake-up registration of a waiting run (``None`` when the source has
+        none: the run polls; see :mod:`tenxgraph.storage._lease_wake`)."""
+        waiter = getattr(self.source, "lease_waiter", None)
+        if waiter is None:
+            return None
+        return cast("LeaseWaiter | None", await waiter(key, holder, start=start))
 
     async def lease_peek(self, key: ThreadKey, holder: str, *, lapse_s: float) -> LeaseGrant:
         """The source's answer to a waiting run's poll (changes nothing)."""

@@ -261,6 +261,21 @@ class LRUCache:
         with self._lock:
             self._remove(key.thread_id)
 
+    async def erase(self, thread_ids: list[str] | tuple[str, ...], owner: str | None = None) -> int:
+        """Drop the entries of ``thread_ids`` (any owner scope) and, with ``owner``, every
+        entry of that owner scope (erasure and retention, :mod:`tenxgraph.storage.retention`).
+
+        Returns:
+            The number of entries dropped.
+        """
+        with self._lock:
+            doomed = {t for t in thread_ids if t in self._entries}
+            if owner is not None:
+                doomed.update(t for t, e in self._entries.items() if e.user_id == owner)
+            for tid in doomed:
+                self._remove(tid)
+            return len(doomed)
+
     async def aclose(self) -> None:
         """Drop every entry; idempotent (the cache stays usable)."""
         with self._lock:

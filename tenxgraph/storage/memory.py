@@ -37,6 +37,7 @@ database client). Without an SDK the spans are the API's no-ops and no attribute
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections import deque
@@ -67,10 +68,11 @@ from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import serde
 from tenxgraph.storage._lease_memory import LeaseTable
 from tenxgraph.storage.base import threads_from_rows
+from tenxgraph.storage.retention import ERASE_TABLES, Removal, victims
 from tenxgraph.storage.runs import RunTable
 from tenxgraph.telemetry import ATTR, SPAN, add_conflict_event, enabled, span
 
-__all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of"]
+__all__ = ["MemoryStore", "ledger_missing_thread", "min_seq_of", "thread_missing"]
 
 _EMPTY_METADATA = serde.dumps({})
 
@@ -120,6 +122,8 @@ class _Thread:
     window: deque[tuple[int, int]] = dataclasses.field(default_factory=deque)
     ledger: dict[str, LedgerEntry] = dataclasses.field(default_factory=dict)
     metadata: bytes = _EMPTY_METADATA
+    #: the thread's own retention override in seconds (``None``: the checkpointer's)
+    ttl_s: float | None = None
 
     def record(self, thread_id: str, version: int, with_messages: bool) -> StoredCheckpoint:
         v = self.versions[version]
@@ -230,6 +234,13 @@ class MemoryStore:
         t = self._threads.get(key.thread_id)
         if t is not None and t.owner != key.user_id:
             raise forbidden(key.thread_id)
+        return t
+
+    def _existing(self, key: ThreadKey) -> _Thread:
+        """The caller's thread, to change it; raises when missing or another user's."""
+        t = self._mine_or_raise(key)
+        if t is None:
+            raise thread_missing(key.thread_id)
         return t
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -510,13 +521,7 @@ class MemoryStore:
         data = serde.dumps(dict(metadata), "$.metadata")
         await checkpoint()
         with self._lock:
-            t = self._mine_or_raise(key)
-            if t is None:
-                raise ResourceNotFoundError(
-                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-                    context={"thread_id": key.thread_id},
-                )
-            t.metadata = data
+            self._existing(key).metadata = data
 
     # -- ledger ----------------------------------------------------------------------------------
     async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
@@ -719,6 +724,96 @@ class MemoryStore:
             self._threads[w.thread_id] = t
         return w.to_record(None)
 
+    # -- erasure and retention (tenxgraph.storage.retention) ------------------------------------
+    async def erase_owner(
+        self, owner: str, *, by_owner: bool, thread_ids: list[str] | tuple[str, ...] = ()
+    ) -> Removal:
+        """Delete every row of ``owner``'s threads (with ``by_owner``: every thread it owns,
+        and every stop request, lease and run it holds elsewhere; plus ``thread_ids``), in one
+        critical section (see :mod:`tenxgraph.storage.retention`).
+
+        Returns:
+            The removed thread ids and the rows deleted per table (a message, version or
+            ledger entry counts as one row, as in the durable stores).
+        """
+        await checkpoint()
+        with self._lock:
+            cand = set(thread_ids)
+            if by_owner:
+                cand.update(tid for tid, t in self._threads.items() if t.owner == owner)
+                cand.update(self._runs.threads_of(owner))
+                cand.update(tid for tid, st in self._stops.items() if owner in st)
+                cand.update(self._leases.owned_by(owner))
+            owners = {tid: self._threads[tid].owner for tid in cand if tid in self._threads}
+            ids = victims(cand, owners, owner)
+            return self._remove_locked(ids, owner if by_owner else None)
+
+    def _remove_locked(self, ids: list[str], owner: str | None) -> Removal:
+        """Delete every row of ``ids`` (and, with ``owner``, the rows ``owner`` holds on other
+        thread ids), under the lock; the counts of :meth:`erase_owner`."""
+        rows = dict.fromkeys(ERASE_TABLES, 0)
+        for tid in ids:
+            t = self._threads.pop(tid, None)
+            if t is not None:
+                rows["threads"] += 1
+                rows["checkpoints"] += len(t.versions)
+                rows["messages"] += len(t.rows)
+                rows["tool_executions"] += len(t.ledger)
+            rows["stop_requests"] += len(self._stops.pop(tid, {}))
+        if owner is not None:
+            for tid in list(self._stops):
+                if self._stops[tid].pop(owner, None) is not None:
+                    rows["stop_requests"] += 1
+                if not self._stops[tid]:
+                    del self._stops[tid]
+        rows["thread_leases"], rows["lease_waiters"] = self._leases.drop(ids, owner)
+        rows["runs"] = self._runs.drop(ids, owner)
+        return Removal(thread_ids=tuple(ids), rows=rows)
+
+    async def sweep_idle(self, now: float, default_ttl_s: float | None, limit: int) -> Removal:
+        """Delete up to ``limit`` threads idle longer than their TTL (their own ``ttl_s``, else
+        ``default_ttl_s``; ``None``: no default) at ``now`` (UNIX seconds), oldest first,
+        except those holding a live run lease or an open submitted run (checked on the real
+        clock), with every row of them.
+
+        Returns:
+            The removed thread ids with their owners, and the rows deleted per table.
+        """
+        await checkpoint()
+        default = math.inf if default_ttl_s is None else default_ttl_s
+        clock = time.time()
+        with self._lock:
+            idle = sorted(
+                (t.updated_at, tid)
+                for tid, t in self._threads.items()
+                if t.updated_at < now - (default if t.ttl_s is None else t.ttl_s)
+                and not self._leases.live(tid, clock)
+                and not self._runs.open_on(tid)
+            )[: max(limit, 0)]
+            ids = sorted(tid for _, tid in idle)
+            owners = tuple(self._threads[tid].owner for tid in ids)
+            removed = self._remove_locked(ids, None)
+        return Removal(thread_ids=removed.thread_ids, rows=removed.rows, owners=owners)
+
+    async def set_thread_ttl(self, key: ThreadKey, ttl_s: float | None) -> None:
+        """Set (``None``: clear) the thread's own retention override, in seconds.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+        await checkpoint()
+        with self._lock:
+            self._existing(key).ttl_s = ttl_s
+
+    async def get_thread_ttl(self, key: ThreadKey) -> tuple[bool, float | None]:
+        """``(exists, override)``: whether the caller's thread exists, and its own retention
+        override in seconds (``None``: none)."""
+        await checkpoint()
+        with self._lock:
+            t = self._owned(key)
+            return (False, None) if t is None else (True, t.ttl_s)
+
     # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
     async def run_insert(self, key: ThreadKey, record: RunRecord) -> RunRecord:
         """See :meth:`tenxgraph.storage.runs.RunStore.run_insert`."""
@@ -772,4 +867,14 @@ def ledger_missing_thread(key: ThreadKey, entry: LedgerEntry) -> LedgerWriteErro
             "tool_call_id": entry.tool_call_id,
             "tool": entry.tool_name,
         },
+    )
+
+
+def thread_missing(thread_id: str) -> ResourceNotFoundError:
+    """The ``ResourceNotFoundError`` (``STORAGE_NOT_FOUND_000``, ``context["thread_id"]``) of
+    a change to a thread that has no checkpoint yet (its metadata, its TTL), worded the same by
+    every store."""
+    return ResourceNotFoundError(
+        f"thread {thread_id!r} does not exist; write a checkpoint first",
+        context={"thread_id": thread_id},
     )

@@ -49,6 +49,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import hashlib
 import inspect
 import logging
@@ -59,7 +60,7 @@ import re
 import socket
 import time
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, LiteralString, cast
 
 import psycopg
@@ -75,11 +76,11 @@ from tenxgraph.core.exceptions import (
     CommitOutcomeUnknownError,
     ConfigError,
     LedgerWriteError,
-    ResourceNotFoundError,
     SchemaVersionError,
     SerializationError,
     StorageConnectionError,
     StorageError,
+    TenxGraphError,
     TransientStorageError,
     fence_lost,
     forbidden,
@@ -98,15 +99,17 @@ from tenxgraph.records import (
 )
 from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import _sql, serde
+from tenxgraph.storage._lease_wake import LeaseWaiter, LeaseWakeups
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
 from tenxgraph.storage._pg_types import BigInt, ByteaArray, Int8Array, Text, register
 from tenxgraph.storage._pool_config import check_pool_config
 from tenxgraph.storage._pq_exec import PqStatement, int8_rows, usable
 from tenxgraph.storage._pq_exec import execute as pq_execute
-from tenxgraph.storage._tasks import keep_task
+from tenxgraph.storage._tasks import cancel_guards, keep_task, start_guard
 from tenxgraph.storage.base import report_skipped, threads_from_rows
-from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of, thread_missing
+from tenxgraph.storage.retention import Removal, row_counts
 from tenxgraph.telemetry import ATTR, EVENT, SPAN, SpanKind, add_conflict_event, enabled, span
 
 __all__ = [
@@ -121,6 +124,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tenxgraph.postgres")
+
+#: Seconds between two attempts to open the run lease's listening connection again.
+LISTEN_RETRY_S = 1.0
 
 #: Accepted values of ``pooler=``: ``"auto"`` (detect a pooler on the first connection),
 #: ``"pgbouncer"`` (a transaction pooler that does not keep server-side prepared statements:
@@ -214,6 +220,17 @@ class _LoopPool:
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
 
 
+@dataclasses.dataclass(slots=True)
+class _LeaseListen:
+    """The lease wake-ups of one event loop: the waiting runs (``hub``), the task holding the
+    ``LISTEN`` connection that feeds them (``guard``), set ``tried`` once its first attempt to
+    listen ended (up or failed)."""
+
+    hub: LeaseWakeups
+    guard: asyncio.Task[None]
+    tried: asyncio.Event
+
+
 class PostgresStore:
     """PostgreSQL source of truth implementing :class:`~tenxgraph.storage.base.StoreTier`.
 
@@ -268,6 +285,12 @@ class PostgresStore:
             partitions. Only a fresh schema can be created partitioned; the statements are the
             same for both layouts (every one filters on ``thread_id``, so each prunes to one
             partition). Later migration steps follow the layout found in the database.
+        lease_listen: wake a run waiting for a thread's lease when it is released (one
+            ``LISTEN`` connection per store and event loop, see :meth:`lease_waiter`);
+            ``False``: waiting runs poll.
+        listen_dsn: the DSN of that connection (a direct or session-mode one when ``dsn``
+            goes through a transaction-mode pooler); ``None``: the store's own settings,
+            not used behind a pooler (waiting runs then poll).
 
     Raises:
         ConfigError: ``CONFIG_001`` when neither or both of ``dsn`` and ``pool`` are given, the
@@ -275,7 +298,8 @@ class PostgresStore:
             holds an unknown key or a value of the wrong type or range (see
             :func:`~tenxgraph.storage._pool_config.check_pool_config`), ``pooler`` is not one
             of :data:`POOLERS` (or is ``"pgbouncer"`` with a non-``None``
-            ``prepare_threshold``), or ``partitions`` is not an int from 1 to 1024.
+            ``prepare_threshold``), ``partitions`` is not an int from 1 to 1024,
+            ``lease_listen`` is not a bool or ``listen_dsn`` is empty.
 
     Example:
         >>> store = PostgresStore("postgresql://app@127.0.0.1/app", schema="agents")
@@ -297,8 +321,23 @@ class PostgresStore:
         pooler: str | None = "auto",
         partitions: int | None = None,
         answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
+        lease_listen: bool = True,
+        listen_dsn: str | None = None,
     ) -> None:
         self.answer_timeout_s = check_answer_timeout(answer_timeout_s)
+        if not isinstance(lease_listen, bool):
+            raise ConfigError(
+                f"lease_listen must be True or False, not {lease_listen!r}",
+                context={"key": "lease_listen"},
+            )
+        if listen_dsn is not None and (not isinstance(listen_dsn, str) or not listen_dsn.strip()):
+            raise ConfigError(
+                "listen_dsn must be a non-empty DSN string or None", context={"key": "listen_dsn"}
+            )
+        #: a run waiting for a lease is woken by the release (``LISTEN``), else it polls
+        self.lease_listen = lease_listen
+        #: the DSN of the lease wake-up connection (``None``: the store's own settings)
+        self.listen_dsn = listen_dsn
         if pooler not in POOLERS:
             raise ConfigError(
                 f"pooler must be one of {list(POOLERS)}, got {pooler!r}",
@@ -376,6 +415,10 @@ class PostgresStore:
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = (
             weakref.WeakKeyDictionary()
         )
+        self._lease_listens: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LeaseListen] = (
+            weakref.WeakKeyDictionary()
+        )
+        weakref.finalize(self, cancel_guards, self._lease_listens).atexit = False
         # A store dropped without aclose() closes its pools on their loops (no pending task
         # destroyed by the garbage collector, no connection left open on the server).
         weakref.finalize(self, _release_pools, self._pools).atexit = False
@@ -531,6 +574,15 @@ class PostgresStore:
             current = asyncio.get_running_loop()
         except RuntimeError:
             current = None
+        for loop, listen in list(self._lease_listens.items()):
+            self._lease_listens.pop(loop, None)
+            if loop is current:
+                listen.guard.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listen.guard
+            elif not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(listen.guard.cancel)
         for loop, entry in list(self._pools.items()):
             self._pools.pop(loop, None)
             if loop is current:
@@ -1384,15 +1436,7 @@ class PostgresStore:
             self._q["SET_METADATA"],
             {"thread_id": key.thread_id, "owner": key.user_id, "metadata": data},
         )
-        changed, owned = rows[0]
-        if changed:
-            return
-        if owned is False:
-            raise forbidden(key.thread_id)
-        raise ResourceNotFoundError(
-            f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-            context={"thread_id": key.thread_id},
-        )
+        _changed_or_raise(rows, key)
 
     # -- run leases (SQL in tenxgraph.storage._lease_sql) ----------------------------------------
     async def lease_acquire(
@@ -1751,6 +1795,90 @@ class PostgresStore:
             raise forbidden(w.thread_id)
         raise target_exists(w.thread_id, current)
 
+    # -- erasure and retention (tenxgraph.storage.retention) ------------------------------------
+    async def erase_owner(
+        self, owner: str, *, by_owner: bool, thread_ids: list[str] | tuple[str, ...] = ()
+    ) -> Removal:
+        """Delete every row of ``owner``'s threads (with ``by_owner``: every thread it owns and
+        every stop request, lease and run it holds elsewhere; plus ``thread_ids``): the
+        ``ERASE_OWNER`` statement, then the same statement once more over the thread ids the
+        first one found. The second pass takes the rows a checkpoint write committed while
+        the first statement waited for its ``threads`` row: that write's rows were not in the
+        first statement's snapshot. No write of these threads can commit after the first
+        pass (the compare-and-swap needs the ``threads`` row), so two passes leave nothing.
+
+        Returns:
+            The removed thread ids and the rows deleted per table.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure (the
+                erasure is idempotent: run it again).
+        """
+        with span(SPAN.ERASE, SpanKind.CLIENT, self._span_attrs("DELETE")):
+            first = await self._erase_pass(owner, by_owner, list(thread_ids))
+            if not first.thread_ids:
+                return first
+            return first.merged(await self._erase_pass(owner, False, list(first.thread_ids)))
+
+    async def _erase_pass(self, owner: str, by_owner: bool, thread_ids: list[str]) -> Removal:
+        rows = await self._fetch(
+            self._q["ERASE_OWNER"],
+            {"owner": owner, "by_owner": by_owner, "thread_ids": [Text(t) for t in thread_ids]},
+        )
+        ids, *counts = rows[0]
+        return Removal(thread_ids=tuple(ids or ()), rows=row_counts(counts))
+
+    async def sweep_idle(self, now: float, default_ttl_s: float | None, limit: int) -> Removal:
+        """Delete up to ``limit`` threads idle longer than their TTL (their own ``ttl_s``, else
+        ``default_ttl_s``; ``None``: none) at ``now`` (UNIX seconds), oldest first, except
+        those holding a live run lease (on the server's clock) or an open submitted run, with
+        every row of them: one ``SWEEP_IDLE`` statement. A thread whose row a writer holds
+        locked is skipped (``SKIP LOCKED``: it is not idle).
+
+        Returns:
+            The removed thread ids with their owners, and the rows deleted per table.
+
+        Raises:
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        with span(SPAN.SWEEP, SpanKind.CLIENT, self._span_attrs("DELETE")):
+            rows = await self._fetch(
+                self._q["SWEEP_IDLE"],
+                {
+                    "now": float(now),
+                    "ttl_s": math.inf if default_ttl_s is None else float(default_ttl_s),
+                    "limit": BigInt(limit),
+                    "owner": "",
+                    "by_owner": False,
+                },
+            )
+        ids, owners, *counts = rows[0]
+        return Removal(
+            thread_ids=tuple(ids or ()), rows=row_counts(counts), owners=tuple(owners or ())
+        )
+
+    async def set_thread_ttl(self, key: ThreadKey, ttl_s: float | None) -> None:
+        """Set (``None``: clear) the thread's own retention override, in seconds.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+            TransientStorageError: ``STORAGE_TRANSIENT_001`` on a retryable failure.
+        """
+        rows = await self._fetch(
+            self._q["SET_THREAD_TTL"],
+            {"thread_id": key.thread_id, "owner": key.user_id, "ttl_s": ttl_s},
+        )
+        _changed_or_raise(rows, key)
+
+    async def get_thread_ttl(self, key: ThreadKey) -> tuple[bool, float | None]:
+        """``(exists, override)``: whether the caller's thread exists, and its own retention
+        override in seconds (``None``: none)."""
+        rows = await self._fetch(
+            self._q["GET_THREAD_TTL"], {"thread_id": key.thread_id, "owner": key.user_id}
+        )
+        return (False, None) if not rows else (True, rows[0][0])
+
     # -- submitted runs (tenxgraph.storage.runs.RunStore) ---------------------------------------
     @property
     def runs_channel(self) -> str:
@@ -1837,6 +1965,85 @@ class PostgresStore:
         )
         return bool(rows[0][0])
 
+    @property
+    def lease_channel(self) -> str:
+        """The ``LISTEN`` / ``NOTIFY`` channel on which lease releases of this schema and
+        prefix wake the runs waiting for them."""
+        return _sql.lease_channel(self.schema, self.table_prefix)
+
+    async def lease_waiter(
+        self, key: ThreadKey, holder: str, *, start: bool = True
+    ) -> LeaseWaiter | None:
+        """Register a run waiting for ``key``'s lease as ``holder``, to be woken when the
+        holder releases it (see :mod:`tenxgraph.storage._lease_wake`).
+
+        The first call of a process (per event loop) opens the store's one listening
+        connection for the lease channel and waits for its first attempt (bounded by the
+        connection timeout); later calls cost nothing. The connection uses ``listen_dsn``
+        when given, else the store's own settings, and is not used when those reach Postgres
+        through a pooler (a transaction-mode pooler does not keep ``LISTEN``): the waiter's
+        ``live`` is then ``False`` and the caller polls (docs/how-to/run-lease.md).
+
+        Args:
+            key: the thread.
+            holder: the waiting run's holder id.
+            start: open the listening connection when this event loop has none
+                (``False``: return ``None`` instead).
+
+        Returns:
+            The registration (close it when done waiting); ``None`` with
+            ``lease_listen=False``, or with ``start=False`` before the first one.
+        """
+        if not self.lease_listen:
+            return None
+        loop = asyncio.get_running_loop()
+        listen = self._lease_listens.get(loop)
+        if listen is None or listen.guard.done():
+            if not start:
+                return None
+            hub, tried = LeaseWakeups(), asyncio.Event()
+            conninfo, kwargs = self._listen_settings(self.listen_dsn)
+            guard = start_guard(
+                loop,
+                _lease_listen_loop(
+                    hub,
+                    tried,
+                    functools.partial(
+                        aconnect_first,
+                        conninfo,
+                        kwargs,
+                        timeout_s=float(self._pool_args.get("timeout", 30.0)),
+                        target=self._target,
+                        user=self._user,
+                        secrets=self._secrets,
+                    ),
+                    _sql.listen_statement(self.lease_channel),
+                    self._q["BACKEND_PID"],
+                    trust=self.listen_dsn is not None or self.pooler is None,
+                ),
+                "tenxgraph-lease-listen",
+            )
+            listen = self._lease_listens[loop] = _LeaseListen(hub, guard, tried)
+        if not listen.tried.is_set():
+            await listen.tried.wait()
+        return listen.hub.waiter(key.thread_id, holder)
+
+    def _listen_settings(self, dsn: str | None) -> tuple[str, dict[str, Any]]:
+        """Connection info and keyword arguments of a listening connection (autocommit,
+        never prepared): through ``dsn`` when given, else the store's own settings."""
+        if dsn is not None:
+            conninfo, kwargs = normalize_dsn(dsn), dict(self._conn_kwargs)
+        elif self._dsn is not None:
+            conninfo, kwargs = self._dsn, dict(self._conn_kwargs)
+        else:
+            pool = self._user_pool
+            conninfo = str(getattr(pool, "conninfo", ""))
+            kwargs = {**(getattr(pool, "kwargs", None) or {})}
+        kwargs["autocommit"] = True
+        kwargs["prepare_threshold"] = None
+        kwargs.pop("row_factory", None)
+        return conninfo, kwargs
+
     async def run_listen(self, dsn: str | None = None) -> psycopg.AsyncConnection[Any]:
         """A new autocommit connection listening on :attr:`runs_channel` (the caller reads its
         ``notifies()`` and closes it). It must reach Postgres directly or through a pooler in
@@ -1850,17 +2057,7 @@ class PostgresStore:
             StorageConnectionError: ``STORAGE_CONNECT_001`` on a permanent failure.
             TransientStorageError: ``STORAGE_TRANSIENT_001`` when the server stays unreachable.
         """
-        if dsn is not None:
-            conninfo, kwargs = normalize_dsn(dsn), dict(self._conn_kwargs)
-        elif self._dsn is not None:
-            conninfo, kwargs = self._dsn, dict(self._conn_kwargs)
-        else:
-            pool = self._user_pool
-            conninfo = str(getattr(pool, "conninfo", ""))
-            kwargs = {**(getattr(pool, "kwargs", None) or {})}
-        kwargs["autocommit"] = True
-        kwargs["prepare_threshold"] = None
-        kwargs.pop("row_factory", None)
+        conninfo, kwargs = self._listen_settings(dsn)
         conn = await aconnect_first(
             conninfo,
             kwargs,
@@ -1878,6 +2075,17 @@ class PostgresStore:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def _changed_or_raise(rows: _Rows, key: ThreadKey) -> None:
+    """Interpret ``(changed, owned)`` of an update of the caller's thread (``SET_METADATA``,
+    ``SET_THREAD_TTL``): forbidden when another user owns it, not found when it is missing."""
+    changed, owned = rows[0]
+    if changed:
+        return
+    if owned is False:
+        raise forbidden(key.thread_id)
+    raise thread_missing(key.thread_id)
 
 
 def _since_params(known: StoredCheckpoint | None) -> dict[str, Any]:
@@ -2134,6 +2342,63 @@ class _ClosedPoolNoise(logging.Filter):
 
 
 logging.getLogger("psycopg.pool").addFilter(_ClosedPoolNoise())
+
+
+async def _lease_listen_loop(
+    hub: LeaseWakeups,
+    tried: asyncio.Event,
+    connect: Callable[[], Awaitable[psycopg.AsyncConnection[Any]]],
+    listen: bytes,
+    backend_pid: bytes,
+    *,
+    trust: bool,
+) -> None:
+    """Hold the lease channel's listening connection of one store and event loop, feeding
+    release notifications to ``hub``, until cancelled (the store closes, or its loop ends).
+
+    A connection whose server-side backend is not the one it was given at startup is a
+    pooler's (unless ``trust``: a ``listen_dsn``, or ``pooler=None``): ``LISTEN`` would not
+    stay on it, so none is held and the waiters poll. A broken connection is opened again
+    after ``LISTEN_RETRY_S``; meanwhile, and when it comes back, every waiter is woken (a
+    release may have been missed) and ``hub.live`` is false (waiters poll).
+    """
+    try:
+        while True:
+            conn: psycopg.AsyncConnection[Any] | None = None
+            try:
+                conn = await connect()
+                if not trust:
+                    cur = await conn.execute(backend_pid, prepare=False)
+                    row = await cur.fetchone()
+                    if row is None or row[0] != conn.info.backend_pid:
+                        logger.info(
+                            "run lease waiters poll: the store reaches Postgres through a "
+                            "pooler, which does not keep LISTEN (pass listen_dsn= to be woken)"
+                        )
+                        return
+                await conn.execute(listen, prepare=False)
+                hub.live = True
+                tried.set()
+                hub.wake_all()  # anything released while no connection listened
+                async for note in conn.notifies():
+                    hub.dispatch(note.payload)
+            except (psycopg.Error, TenxGraphError, OSError) as exc:
+                logger.warning(
+                    "the run lease's listening connection failed (%s); waiters poll until "
+                    "it is back",
+                    type(exc).__name__,
+                )
+            finally:
+                hub.live = False
+                tried.set()
+                hub.wake_all()
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(conn.close())
+            await asyncio.sleep(LISTEN_RETRY_S)
+    finally:
+        hub.live = False
+        tried.set()
 
 
 async def _close_on_loop_shutdown(pool: AsyncConnectionPool) -> None:

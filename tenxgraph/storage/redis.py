@@ -44,6 +44,7 @@ through the outage cannot be served stale.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
 import hashlib
 import logging
@@ -109,6 +110,39 @@ CHAIN_MAX_BYTES = 4 << 20
 #: At most this many threads are remembered for deletion after an outage.
 _MAX_DIRTY = 10_000
 
+#: Default seconds an erasure marker lives (:meth:`RedisCache.erase`): longer than any
+#: write-back can stay queued (a background update waits at most for the calls queued before
+#: it, each bounded by ``timeout_s``).
+ERASE_MARKER_S = 600.0
+
+#: Threads per pipelined round trip of :meth:`RedisCache.erase`.
+_ERASE_CHUNK = 500
+
+#: Hash slots of a Redis Cluster.
+_SLOTS = 16384
+_SLOT_TAGS: list[str] = []
+_SLOT_TAGS_LOCK = threading.Lock()
+
+
+def _slot_tag(slot: int) -> str:
+    """A short hash tag whose Redis Cluster slot is ``slot`` (CRC16/XMODEM of the tag, as
+    Redis computes it); the table of all 16,384 is built once per process (about 170,000
+    CRCs of short strings)."""
+    with _SLOT_TAGS_LOCK:
+        if not _SLOT_TAGS:
+            table: list[str | None] = [None] * _SLOTS
+            missing, i = _SLOTS, 0
+            while missing:
+                text = format(i, "x")
+                s = binascii.crc_hqx(text.encode(), 0) % _SLOTS
+                if table[s] is None:
+                    table[s] = text
+                    missing -= 1
+                i += 1
+            _SLOT_TAGS.extend(t for t in table if t is not None)
+        return _SLOT_TAGS[slot]
+
+
 #: Errors meaning "Redis cannot serve now", not "Redis answered something we cannot use":
 #: connection and timeout failures, and a Redis Cluster that is down, failing over or
 #: reconfiguring (``ClusterDownError`` and ``MasterDownError`` are ``ClusterError``s;
@@ -168,9 +202,12 @@ return {m[3], m[4], m[5], m[6], m[7], m[8], lens, body, m[9]}
 # order): they are then APPENDed to both strings. Anything else drops the copy (the writer
 # sends the complete record instead). A complete record replaces any copy but a newer version
 # or this very entry (same version, creation time and tag).
+# KEYS[4] is the thread's erasure marker (RedisCache.erase): while it exists, nothing of the
+# thread is written (a late write-back of an erased thread, from any instance, is ignored).
 # Returns 1 applied, 2 data dropped (the rows do not apply on top of what is cached),
-# 0 ignored (a newer version, or this very entry, is cached).
+# 0 ignored (a newer version, or this very entry, is cached; or the thread was erased).
 _PUT_LUA = """
+if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
 local mode, v, owner, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[9])
 local row_seqs, row_lens = {}, {}
 for x in string.gmatch(ARGV[11], '[^,]+') do row_seqs[#row_seqs + 1] = tonumber(x) end
@@ -516,6 +553,8 @@ class RedisCache:
         self._given: aioredis.Redis | RedisCluster = client
         self.prefix = prefix
         self.ttl_s = int(ttl_s)
+        #: seconds an erasure marker lives (see :meth:`erase`)
+        self.erase_marker_s = ERASE_MARKER_S
         self.timeout_s = float(timeout_s)
         self.reconnect_backoff_s = float(reconnect_backoff_s)
         kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
@@ -607,6 +646,64 @@ class RedisCache:
         """The thread's ``(meta, msgs, lens)`` keys; all share one hash tag (:meth:`_tag`)."""
         base = f"{self.prefix}{{{self._tag(thread_id)}}}:"
         return base + "meta", base + "msgs", base + "lens"
+
+    def _marker_key(self, thread_id: str, mac: EntryMac) -> str:
+        """The key of the thread's erasure marker: in the slot of the thread's keys (a Redis
+        Cluster runs a script only over keys of one slot) without the thread id in its name
+        (a tag of that slot, and the keyed digest :meth:`EntryMac.marker`)."""
+        if self._cluster_client():
+            tag = _slot_tag(binascii.crc_hqx(self._tag(thread_id).encode(), 0) % _SLOTS)
+        else:
+            tag = "erased"
+        return f"{self.prefix}{{{tag}}}:erased:{mac.marker(thread_id)}"
+
+    def _cluster_client(self) -> bool:
+        return isinstance(self._client, RedisCluster)
+
+    async def erase(
+        self, thread_ids: list[str] | tuple[str, ...], owner: str | None = None
+    ) -> int | None:
+        """Delete the keys of ``thread_ids`` and leave, per thread, an erasure marker that
+        lives :attr:`erase_marker_s` seconds: while it exists the put script ignores any
+        write of the thread, so a write-back queued before the erasure (a read fill or a
+        write-through of another instance) cannot bring the thread's data back. The marker
+        holds no data; its name is a keyed digest, never the thread id.
+
+        Args:
+            thread_ids: the erased threads (any owner scope).
+            owner: accepted for the tier protocol; the thread ids name every key.
+
+        Returns:
+            The number of threads whose keys existed, or ``None`` when Redis could not be
+            reached: the threads are then remembered and their keys deleted first thing once
+            Redis answers again (never served meanwhile: the source no longer confirms them).
+        """
+        found = 0
+        for tid in thread_ids:
+            self._drop_chain(tid)
+        with self._span(SPAN.CACHE_INVALIDATE, "", "DEL"):
+            try:
+                mac = await self._entry_mac()
+                px = max(1, int(self.erase_marker_s * 1000))
+                for start in range(0, len(thread_ids), _ERASE_CHUNK):
+                    chunk = thread_ids[start : start + _ERASE_CHUNK]
+                    found += await self._call(self._erase_chunk, chunk, mac, px)
+            except (_Unavailable, RedisError, ValueError, TypeError, UnicodeError):
+                for tid in thread_ids:
+                    self._mark_dirty(tid)
+                return None
+        return found
+
+    async def _erase_chunk(
+        self, thread_ids: list[str] | tuple[str, ...], mac: EntryMac, px: int
+    ) -> int:
+        """One pipelined round trip: marker and ``DEL`` of each thread; threads found."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for tid in thread_ids:
+                pipe.set(self._marker_key(tid, mac), b"1", px=px)
+                pipe.delete(*self.keys(tid))
+            res = await pipe.execute()
+        return sum(1 for n in res[1::2] if n)
 
     # ------------------------------------------------------------------ CacheTier
 
@@ -722,7 +819,8 @@ class RedisCache:
                 )
                 sp.set_attribute(ATTR.BYTES, len(record.values) + sum(map(len, blobs)))
             try:
-                res = await self._call(self._put_script, list(self.keys(tid)), args)
+                keys = [*self.keys(tid), self._marker_key(tid, mac)]
+                res = await self._call(self._put_script, keys, args)
                 self._stats["writes"] += 1
                 if res == 1:
                     self._keep_chain(tid, chain)

@@ -144,3 +144,26 @@ class RunTable:
             updated_at=record.updated_at,
         )
         return True
+
+    def threads_of(self, owner: str) -> set[str]:
+        """Thread ids ``owner`` submitted runs on."""
+        return {tid for (tid, _), r in self._runs.items() if r.owner == owner}
+
+    def open_on(self, thread_id: str) -> bool:
+        """Whether the thread has an open (pending or running) run."""
+        return any(
+            tid == thread_id and r.status in OPEN_STATUSES for (tid, _), r in self._runs.items()
+        )
+
+    def drop(self, thread_ids: list[str], owner: str | None) -> int:
+        """Delete the runs of ``thread_ids`` (and, with ``owner``, every run of that owner);
+        returns how many (erasure and retention)."""
+        gone = set(thread_ids)
+        doomed = [
+            k
+            for k, r in self._runs.items()
+            if k[0] in gone or (owner is not None and r.owner == owner)
+        ]
+        for k in doomed:
+            del self._runs[k]
+        return len(doomed)

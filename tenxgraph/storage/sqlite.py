@@ -40,7 +40,6 @@ import orjson
 
 from tenxgraph.core.exceptions import (
     LedgerWriteError,
-    ResourceNotFoundError,
     SchemaVersionError,
     SerializationError,
     StorageError,
@@ -63,7 +62,8 @@ from tenxgraph.run_records import RunRecord
 from tenxgraph.storage import _lease_sqlite, serde
 from tenxgraph.storage import _sqlite_sql as q
 from tenxgraph.storage.base import report_skipped, threads_from_rows
-from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of
+from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of, thread_missing
+from tenxgraph.storage.retention import ERASE_TABLES, Removal, victims
 from tenxgraph.telemetry import ATTR, SPAN, SpanKind, add_conflict_event, enabled, span
 
 __all__ = ["SqliteStore"]
@@ -688,10 +688,7 @@ class SqliteStore:
     def _set_metadata_sync(self, conn: sqlite3.Connection, key: ThreadKey, data: str) -> None:
         if conn.execute(q.SET_METADATA, (data, key.thread_id, key.user_id)).rowcount != 1:
             if not self._raise_if_foreign(conn, key):
-                raise ResourceNotFoundError(
-                    f"thread {key.thread_id!r} does not exist; write a checkpoint first",
-                    context={"thread_id": key.thread_id},
-                )
+                raise thread_missing(key.thread_id)
 
     # -- ledger ----------------------------------------------------------------------------------
     async def ledger_get(self, key: ThreadKey, call_key: str) -> LedgerEntry | None:
@@ -1036,6 +1033,95 @@ class SqliteStore:
                 ),
             )
             return cur.rowcount == 1
+
+    # -- erasure and retention (tenxgraph.storage.retention) ------------------------------------
+    async def erase_owner(
+        self, owner: str, *, by_owner: bool, thread_ids: list[str] | tuple[str, ...] = ()
+    ) -> Removal:
+        """Delete every row of ``owner``'s threads (with ``by_owner``: every thread it owns and
+        every stop request, lease and run it holds elsewhere; plus ``thread_ids``) in one
+        ``BEGIN IMMEDIATE`` transaction (see :mod:`tenxgraph.storage.retention`).
+
+        Returns:
+            The removed thread ids and the rows deleted per table.
+        """
+        attrs = self._span_attrs("DELETE")
+        with span(SPAN.ERASE, SpanKind.CLIENT, attrs):
+            return await self._run(self._erase_sync, owner, by_owner, list(thread_ids))
+
+    def _erase_sync(
+        self, conn: sqlite3.Connection, owner: str, by_owner: bool, thread_ids: list[str]
+    ) -> Removal:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            cand = set(thread_ids)
+            if by_owner:
+                cand.update(r[0] for r in conn.execute(q.ERASE_CANDIDATES, (owner,) * 4))
+            listed = orjson.dumps(sorted(cand)).decode()
+            owners = dict(conn.execute(q.THREAD_OWNERS, (listed,)).fetchall())
+            ids = victims(cand, owners, owner)
+            return Removal(
+                thread_ids=tuple(ids),
+                rows=self._delete_rows(conn, ids, owner if by_owner else None),
+            )
+
+    @staticmethod
+    def _delete_rows(conn: sqlite3.Connection, ids: list[str], owner: str | None) -> dict[str, int]:
+        """Delete every row of ``ids`` (and, with ``owner``, the rows it holds on other
+        thread ids); the rows deleted per table. Inside the caller's transaction."""
+        listed = orjson.dumps(ids).decode()
+        rows = {t: conn.execute(q.ERASE_BY_THREAD[t], (listed,)).rowcount for t in ERASE_TABLES}
+        if owner is not None:
+            for table, stmt in q.ERASE_BY_OWNER.items():
+                rows[table] += conn.execute(stmt, (owner,)).rowcount
+        return rows
+
+    async def sweep_idle(self, now: float, default_ttl_s: float | None, limit: int) -> Removal:
+        """Delete up to ``limit`` threads idle longer than their TTL at ``now`` (UNIX
+        seconds), oldest first, except those holding a live run lease or an open submitted
+        run, with every row of them, in one transaction (see ``MemoryStore.sweep_idle``).
+
+        Returns:
+            The removed thread ids with their owners, and the rows deleted per table.
+        """
+        default = float("inf") if default_ttl_s is None else default_ttl_s
+        with span(SPAN.SWEEP, SpanKind.CLIENT, self._span_attrs("DELETE")):
+            return await self._run(self._sweep_sync, now, default, limit)
+
+    def _sweep_sync(
+        self, conn: sqlite3.Connection, now: float, default: float, limit: int
+    ) -> Removal:
+        with self._transaction(conn, q.BEGIN_WRITE):
+            found = conn.execute(q.SWEEP_CANDIDATES, (now, default, time.time(), limit)).fetchall()
+            pairs = sorted((str(t), str(o)) for t, o in found)
+            ids = [t for t, _ in pairs]
+            rows = self._delete_rows(conn, ids, None)
+        return Removal(thread_ids=tuple(ids), rows=rows, owners=tuple(o for _, o in pairs))
+
+    async def set_thread_ttl(self, key: ThreadKey, ttl_s: float | None) -> None:
+        """Set (``None``: clear) the thread's own retention override, in seconds.
+
+        Raises:
+            ResourceNotFoundError: ``STORAGE_NOT_FOUND_000`` when the thread does not exist.
+            StorageError: ``STORAGE_FORBIDDEN_001`` when another user owns the thread.
+        """
+
+        def put(conn: sqlite3.Connection) -> None:
+            with self._transaction(conn, q.BEGIN_WRITE):
+                done = conn.execute(q.SET_THREAD_TTL, (ttl_s, key.thread_id, key.user_id))
+                if done.rowcount != 1 and not self._raise_if_foreign(conn, key):
+                    raise thread_missing(key.thread_id)
+
+        await self._run(put)
+
+    async def get_thread_ttl(self, key: ThreadKey) -> tuple[bool, float | None]:
+        """``(exists, override)``: whether the caller's thread exists, and its own retention
+        override in seconds (``None``: none)."""
+
+        def get(conn: sqlite3.Connection) -> tuple[bool, float | None]:
+            row = conn.execute(q.GET_THREAD_TTL, (key.thread_id, key.user_id)).fetchone()
+            return (False, None) if row is None else (True, row[0])
+
+        return await self._run(get)
 
     # -- generic cache values (10xGraph's cache methods; never read by a run) --------------------
     async def kv_put(self, namespace: str, key: str, value: bytes, ttl_s: float | None) -> None:

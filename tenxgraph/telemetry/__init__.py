@@ -85,6 +85,8 @@ class SPAN:
     RUN_SUBMIT = "tenxgraph.run.submit"  # asubmit: record a background run
     RUN_EXECUTE = "tenxgraph.run.execute"  # a worker's attempt at a background run
     RUN_RECOVER = "tenxgraph.run.recover"  # a worker takes over a cut-off background run
+    ERASE = "tenxgraph.user.erase"  # aerase_user: facade, and the source tier's transaction
+    SWEEP = "tenxgraph.threads.sweep"  # asweep_threads: facade, and each source batch
 
 
 class ATTR:
@@ -93,6 +95,7 @@ class ATTR:
     DB_SYSTEM = "db.system.name"
     DB_OPERATION = "db.operation.name"
     DB_NAMESPACE = "db.namespace"
+    DB_COLLECTION = "db.collection.name"  # a table (erasure and retention row counts)
     SERVER_ADDRESS = "server.address"
     SERVER_PORT = "server.port"
     ERROR_TYPE = "error.type"
@@ -154,6 +157,11 @@ class METRIC:
     RUNS_POISONED = "tenxgraph.runs.poisoned"
     RUNS_FINISHED = "tenxgraph.runs.finished"
     RECOVERY_DELAY = "tenxgraph.runs.recovery.delay"
+    USERS_ERASED = "tenxgraph.erasure.users"
+    ERASED_THREADS = "tenxgraph.erasure.threads"
+    ERASED_ROWS = "tenxgraph.erasure.rows"
+    SWEPT_THREADS = "tenxgraph.retention.threads"
+    SWEPT_ROWS = "tenxgraph.retention.rows"
     # BackgroundTaskManager (tenxgraph.utils.background_task_manager): 10xGraph's names.
     TASKS_CREATED = "background_task_manager.tasks_created"
     TASKS_COMPLETED = "background_task_manager.tasks_completed"
@@ -247,6 +255,27 @@ METRICS: dict[str, MetricSpec] = {
         "seconds from a cut-off attempt's claim to its take-over by a worker: an upper bound of "
         "the time from the crash (it includes how long the attempt ran)",
         (),
+    ),
+    METRIC.USERS_ERASED: MetricSpec(
+        "counter", "{user}", "aerase_user calls that completed (never the user id)", (ATTR.TIER,)
+    ),
+    METRIC.ERASED_THREADS: MetricSpec(
+        "counter", "{thread}", "threads removed by aerase_user", (ATTR.TIER,)
+    ),
+    METRIC.ERASED_ROWS: MetricSpec(
+        "counter",
+        "{row}",
+        "source-of-truth rows removed by aerase_user, per table",
+        (ATTR.TIER, ATTR.DB_COLLECTION),
+    ),
+    METRIC.SWEPT_THREADS: MetricSpec(
+        "counter", "{thread}", "idle threads removed by the retention sweep", (ATTR.TIER,)
+    ),
+    METRIC.SWEPT_ROWS: MetricSpec(
+        "counter",
+        "{row}",
+        "source-of-truth rows removed by the retention sweep, per table",
+        (ATTR.TIER, ATTR.DB_COLLECTION),
     ),
     METRIC.TASKS_CREATED: MetricSpec("counter", "{task}", "background tasks started", ()),
     METRIC.TASKS_COMPLETED: MetricSpec(

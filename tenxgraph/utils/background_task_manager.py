@@ -108,7 +108,9 @@ class BackgroundTaskManager:
                 context={"argument": "max_pending_tasks"},
             )
         self.max_pending_tasks = max_pending_tasks
-        self._tasks: dict[asyncio.Task[Any], TaskMetadata] = {}
+        # the tasks tracked, and each one's metadata (the two names 10xGraph uses)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._task_metadata: dict[asyncio.Task[Any], TaskMetadata] = {}
         self._lock = threading.Lock()
         self._last_drop_log = 0.0
         self._dropped_since_log = 0
@@ -189,7 +191,8 @@ class BackgroundTaskManager:
         meta = TaskMetadata(name=name, created_at=time.time(), timeout=timeout, context=context)
         task = asyncio.get_running_loop().create_task(self._run(coro, meta), name=name)
         with self._lock:
-            self._tasks[task] = meta
+            self._tasks.add(task)
+            self._task_metadata[task] = meta
             self._shut_down = False
         task.add_done_callback(lambda t: self._forget(t, coro))
         counter(METRIC.TASKS_CREATED).inc()
@@ -226,12 +229,12 @@ class BackgroundTaskManager:
                 meta.context,
             )
             raise
-        except Exception:
+        except Exception as exc:
             counter(METRIC.TASKS_FAILED).inc()
+            # the exception's text in the message itself (10xGraph's log line), traceback too
             logger.error(
-                "Background task raised an exception: task %r failed (context=%r)",
-                meta.name,
-                meta.context,
+                f"Background task raised an exception: task {meta.name!r} failed: "  # noqa: G004
+                f"{type(exc).__name__}: {exc} (context={meta.context!r})",
                 exc_info=True,
             )
             raise
@@ -240,7 +243,8 @@ class BackgroundTaskManager:
 
     def _forget(self, task: asyncio.Task[Any], coro: Coroutine[Any, Any, Any]) -> None:
         with self._lock:
-            self._tasks.pop(task, None)
+            self._tasks.discard(task)
+            self._task_metadata.pop(task, None)
         if task.cancelled():
             counter(METRIC.TASKS_CANCELLED).inc()
             coro.close()  # cancelled before it started: no "never awaited" warning
@@ -271,7 +275,7 @@ class BackgroundTaskManager:
         """
         now = time.time()
         with self._lock:
-            items = list(self._tasks.items())
+            items = list(self._task_metadata.items())
         return [
             {
                 "name": meta.name,
@@ -286,7 +290,7 @@ class BackgroundTaskManager:
 
     def _snapshot(self) -> list[asyncio.Task[Any]]:
         with self._lock:
-            return list(self._tasks)
+            return list(self._task_metadata)  # creation order
 
     # -- ending ----------------------------------------------------------------------------------
     async def wait_for_all(
@@ -321,6 +325,11 @@ class BackgroundTaskManager:
                 sum(1 for t in tasks if not t.done()),
                 timeout,
             )
+        with self._lock:  # finished tasks are forgotten now, not a loop step later
+            for task in tasks:
+                if task.done():
+                    self._tasks.discard(task)
+                    self._task_metadata.pop(task, None)
         results: list[Any] = []
         for task in tasks:
             if not task.done():

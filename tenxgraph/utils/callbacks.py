@@ -24,8 +24,9 @@ call of an ``Agent`` (``InvocationType.AI``) and each tool call of a ``ToolNode`
 A tool's result, callbacks included, is what the ledger records: a replay returns it without
 calling the tool or its callbacks again. A model answer the runtime checkpointed is not asked
 for again, so its callbacks do not run twice either. Callbacks may be sync or async callables
-or instances of the base classes below. ``MCP`` and ``SKILL`` exist for compatibility; tenxgraph
-makes no such calls, so callbacks registered for them never run.
+or instances of the base classes below. ``SKILL`` callbacks run (instead of ``TOOL`` ones) around
+the skill tools ``activate_skill`` and ``read_skill_resource``. ``MCP`` exists for compatibility;
+tenxgraph makes no such calls, so callbacks registered for it never run.
 """
 
 from __future__ import annotations

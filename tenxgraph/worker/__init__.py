@@ -86,6 +86,14 @@ def add_worker_parser(sub: Any) -> argparse.ArgumentParser:
         default=None,
         help="direct Postgres DSN for LISTEN when --dsn goes through PgBouncer (transaction mode)",
     )
+    w.add_argument(
+        "--retention-interval",
+        type=float,
+        default=60.0,
+        help="seconds between two retention sweeps, which delete threads idle longer than "
+        "their TTL (the checkpointer's thread_ttl_s or a thread's own; default 60)",
+    )
+    w.add_argument("--no-retention", action="store_true", help="no retention sweep in this worker")
     w.add_argument("--no-listen", action="store_true", help="sweep only (no LISTEN/NOTIFY)")
     w.add_argument("--worker-id", default=None, help="this worker's name in the runs' rows")
     return w
@@ -125,6 +133,7 @@ async def load_app(args: argparse.Namespace) -> Any:
         "lease_ttl_s": ttl,
         "lease_renew_s": renew if renew < ttl else ttl / 2.5,
         "enforce_user_isolation": bool(own.enforce_user_isolation),
+        "thread_ttl_s": getattr(own, "thread_ttl_s", None),
     }
     cp: Any
     if args.dsn is not None:
@@ -155,6 +164,7 @@ async def run_worker(app: Any, args: argparse.Namespace) -> int:
         "listen": not args.no_listen,
         "listen_dsn": args.listen_dsn,
         "grace_s": args.grace_s,
+        "retention_interval_s": None if args.no_retention else args.retention_interval,
     }
     if args.worker_id:
         options["worker_id"] = args.worker_id

@@ -277,7 +277,7 @@ async def test_default_llm_timeout(llm: ScriptedLLMServer, monkeypatch: pytest.M
     llm.add(text("late", delay_s=1.0))
     agent = Agent(model="gpt-4o", base_url=llm.base_url, retry_config=False)
     started = time.monotonic()
-    with pytest.raises(ModelError, match="ReadTimeout"):
+    with pytest.raises(ModelError, match="ReadTimeout|APITimeoutError"):
         await agent(state=AgentState(context=[Message.text_message("x")]))
     assert time.monotonic() - started < 0.9
     set_default_llm_timeout(None)
@@ -387,3 +387,25 @@ async def test_custom_context_manager_edits_a_copy(llm: ScriptedLLMServer) -> No
     assert [m["content"] for m in sent(llm)] == ["second"]
     state = await app.aget_state(cfg)
     assert [m.text() for m in state.context] == ["first", "re first", "second", "re second"]
+
+
+async def test_summary_model_given_by_name_is_built_by_the_graph() -> None:
+    """A name becomes a model when a graph using the manager is compiled; used alone, the
+    manager says how to give it a model instead of failing on None."""
+    from tenxgraph.core.exceptions import ConfigError
+    from tenxgraph.core.state import AgentState, Message, SummaryContextManager
+    from tenxgraph.models.openai_compat import OpenAICompatModel
+
+    alone = SummaryContextManager(model="gpt-4o-mini", token_budget=1, keep_recent=1)
+    state = AgentState(context=[Message.text_message("x " * 40), Message.text_message("y")])
+    with pytest.raises(ConfigError) as err:
+        await alone.atrim_context(state)
+    assert err.value.error_code == "CONFIG_001" and err.value.context == {"key": "model"}
+    assert "gpt-4o-mini" in str(err.value)
+
+    manager = SummaryContextManager(model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1")
+    one_node(Agent(model="gpt-4o", base_url="http://127.0.0.1:9/v1"), context_manager=manager)
+    assert isinstance(manager.model, OpenAICompatModel)
+    built = manager.model
+    one_node(Agent(model="gpt-4o", base_url="http://127.0.0.1:9/v1"), context_manager=manager)
+    assert manager.model is built  # built once, whichever graph compiles next

@@ -230,3 +230,23 @@ async def test_handoff_replay_returns_the_recorded_route(llm: ScriptedLLMServer)
     finally:
         _RUN.reset(token)
     assert cmd.goto == "B" and cmd.update["messages"][0].text() == "Handed off to B."
+
+
+async def test_error_tool_results_and_removing_tools() -> None:
+    def refuse(reason: str) -> ToolResult:
+        """Refuse with a reason."""
+        return ToolResult(message=f"cannot: {reason}", is_error=True)
+
+    def refuse_and_update() -> ToolResult:
+        """An error that also tries to change the state."""
+        return ToolResult(message="no", state={"x": 1}, is_error=True)
+
+    node = ToolNode([refuse, refuse_and_update, read_row])
+    msg = await node.invoke("refuse", {"reason": "busy"})
+    assert msg.content[0].is_error and msg.text() == "Error: cannot: busy"
+    msg = await node.invoke("refuse_and_update", {})
+    assert msg.content[0].is_error and "updates nothing" in msg.text()
+    assert list(node._funcs) == ["refuse", "refuse_and_update", "read_row"]
+    assert node._funcs["read_row"] is read_row
+    assert node.remove_tool("refuse") and not node.remove_tool("refuse")
+    assert node.tool_names == ["refuse_and_update", "read_row"]

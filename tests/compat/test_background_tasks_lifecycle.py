@@ -64,3 +64,27 @@ async def test_failure_is_logged_at_error_with_its_traceback(
     assert rec.levelno == logging.ERROR
     assert rec.exc_info is not None
     assert isinstance(rec.exc_info[1], ValueError)
+
+
+@pytest.mark.anyio
+async def test_wait_for_all_forgets_finished_tasks_and_logs_the_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    manager = BackgroundTaskManager()
+
+    async def quick() -> int:
+        return 1
+
+    async def broken() -> None:
+        raise RuntimeError("disk on fire")
+
+    for _ in range(3):
+        manager.create_task(quick())
+    assert await manager.wait_for_all() == [1, 1, 1]
+    # forgotten when wait_for_all returns, not one loop step later
+    assert manager.get_task_info() == []
+    manager.create_task(broken())
+    with caplog.at_level(logging.ERROR), pytest.raises(RuntimeError, match="disk on fire"):
+        await manager.wait_for_all()
+    assert any("disk on fire" in r.getMessage() for r in caplog.records)
+    assert manager.get_task_info() == []

@@ -86,3 +86,51 @@ async def test_model_response_converter_resolves_callables_by_name() -> None:
         ModelResponseConverter("r", "nope")
     with pytest.raises(ValidationError, match="Config must be provided"):
         [m async for m in ModelResponseConverter("r", OpenAIConverter()).stream({}, "n")]
+
+
+def _gemini(*parts: Any, finish: str | None = "STOP") -> Any:
+    from types import SimpleNamespace as NS
+
+    content = NS(parts=list(parts))
+    return NS(
+        candidates=[NS(content=content, finish_reason=finish)],
+        usage_metadata=NS(prompt_token_count=3, candidates_token_count=2, total_token_count=5),
+        response_id="g1",
+        model_version="gemini-x",
+    )
+
+
+@pytest.mark.anyio
+async def test_google_converter_reads_gemini_responses() -> None:
+    from types import SimpleNamespace as NS
+
+    from tenxgraph.runtime.adapters.llm.google_genai_converter import GoogleGenAIConverter
+
+    converter = ModelResponseConverter(
+        _gemini(
+            NS(text="thinking", thought=True, function_call=None),
+            NS(text="hello", thought=False, function_call=None),
+            NS(text=None, thought=False, function_call=NS(id="c1", name="f", args={"a": 1})),
+        ),
+        "google",
+    )
+    assert isinstance(converter.converter, GoogleGenAIConverter)
+    msg = await converter.invoke()
+    assert msg.text() == "hello" and msg.reasoning == "thinking"
+    assert [(c.name, c.args) for c in msg.tool_calls()] == [("f", {"a": 1})]
+    assert msg.metadata["model"] == "gemini-x" and msg.metadata["provider"] == "google"
+    stream = [
+        _gemini(NS(text="he", thought=False, function_call=None), finish=None),
+        _gemini(NS(text="llo", thought=False, function_call=None)),
+    ]
+    out = [
+        m
+        async for m in GoogleGenAIConverter().convert_streaming_response(
+            {"thread_id": "t"}, "MAIN", stream, meta={"k": "v"}
+        )
+    ]
+    assert [m.delta for m in out] == [True, True, False]
+    final = out[-1]
+    assert isinstance(final, Message) and final.text() == "hello" and final.metadata["k"] == "v"
+    with pytest.raises(ValidationError):
+        await GoogleGenAIConverter().convert_response({"not": "a response"})

@@ -227,3 +227,14 @@ def test_otel_publisher_levels_and_bad_input() -> None:
     with pytest.raises(GraphError):
         setup_tracing(object())
     assert OtelPublisher().tracer is not None  # the global provider's tracer by default
+
+
+def test_setup_tracing_refuses_what_is_not_a_graph_builder() -> None:
+    """A compiled graph (its publisher is fixed at compile time), the class itself or any
+    other object is refused with GRAPH_001 instead of being given a publisher to ignore."""
+    g = two_nodes(fail_in_b=False)
+    for bad in (g.compile(), StateGraph, object()):
+        with pytest.raises(GraphError) as err:
+            setup_tracing(bad)  # type: ignore[arg-type]  # wrong type on purpose
+        assert err.value.error_code == "GRAPH_001"
+        assert err.value.context == {"argument": "graph"}

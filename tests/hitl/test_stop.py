@@ -185,3 +185,42 @@ async def test_stop_request_isolation_and_timing_through_the_checkpointer(backen
     assert await cp.aget_stop(dict(alice), since=1000.001) is False
     await cp.aset_stop(dict(alice), False)
     assert await cp.aget_stop(dict(alice)) is False
+
+
+@pytest.mark.anyio
+async def test_request_stop_all_stops_every_run_of_the_process_once(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """What a draining server calls: each run in flight here stops after its current node,
+    a repeated request is not counted again, and a thread with no run is not touched."""
+    log = tmp_path / "log"
+    gates = [Gate(), Gate()]
+    cp = backend.new()
+    apps = [slow_chain(cp, log, g) for g in gates]
+    cfgs = [{"thread_id": f"t-all-{i}"} for i in range(2)]
+    assert apps[0].request_stop_all() == 0  # nothing in flight
+    out: dict[int, dict[str, Any]] = {}
+
+    async def run(i: int) -> None:
+        out[i] = await apps[i].ainvoke({"messages": [user(f"u{i}")]}, dict(cfgs[i]))
+
+    for g in gates:
+        g.hold()
+    async with anyio.create_task_group() as tg:
+        for i in range(2):
+            tg.start_soon(run, i)
+        with anyio.fail_after(20):
+            for g in gates:
+                assert g.started is not None
+                await g.started.wait()
+        assert [a.request_stop_all() for a in apps] == [1, 1]
+        assert [a.request_stop_all() for a in apps] == [0, 0]
+        for g in gates:
+            assert g.release is not None
+            g.release.set()
+    for i in range(2):
+        assert texts(out[i]["messages"]) == [f"u{i}", f"slow<-u{i}"]
+        assert await status(apps[i], cfgs[i]) == ("stopped", "two")
+    # the requests ended with their runs: a new run on the same graph is not stopped
+    res = await apps[0].ainvoke({"messages": [user("again")]}, dict(cfgs[0]))
+    assert texts(res["messages"])[-1] == "three<-again"

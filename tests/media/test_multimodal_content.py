@@ -316,7 +316,9 @@ async def test_response_converters_return_media_blocks() -> None:
                 finish_reason="STOP",
             )
         ],
-        usage_metadata=SimpleNamespace(prompt_token_count=3, candidates_token_count=4),
+        usage_metadata=SimpleNamespace(
+            prompt_token_count=3, candidates_token_count=4, total_token_count=7
+        ),
     )
     msg = await GoogleGenAIConverter().convert_response(gemini)
     assert [b.type for b in msg.content] == ["reasoning", "text", "image"]

@@ -17,7 +17,7 @@ from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.storage.checkpointer import SqliteCheckpointer
 from tenxgraph.utils import END
 
-MODELS = {"google": "gemini-2.5-flash", "anthropic": "claude-sonnet-4-5"}
+MODELS = {"google": "gemini-2.5-flash", "anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 
 
 def build(provider: str, url: str, checkpointer: Any, marker: str) -> Any:

@@ -1,4 +1,4 @@
-"""Local HTTP servers on 127.0.0.1 speaking Gemini's and Anthropic's wire protocols.
+"""Local HTTP servers on 127.0.0.1 speaking Gemini's, Anthropic's and OpenAI's wire protocols.
 
 Each server answers from a queue of scripted :class:`Answer` s (text, function calls, or an
 HTTP error) and records every request body. :class:`GeminiServer` serves
@@ -6,8 +6,11 @@ HTTP error) and records every request body. :class:`GeminiServer` serves
 (one ``data:`` event per text piece, then the function calls and ``usageMetadata``).
 :class:`AnthropicServer` serves ``POST /v1/messages``, as JSON or, for ``"stream": true``, as
 the Messages API's event stream (``message_start``, ``content_block_*`` with ``text_delta`` /
-``input_json_delta``, ``message_delta``, ``message_stop``). The official SDKs are pointed at
-them through ``base_url``.
+``input_json_delta``, ``message_delta``, ``message_stop``). :class:`OpenAIServer` serves
+``POST /v1/chat/completions`` (JSON, or ``chat.completion.chunk`` events ending in ``[DONE]``)
+and ``POST /v1/responses`` (a response object, or the typed ``response.*`` events). The
+official SDKs are pointed at them through ``base_url``. With ``auto`` set, a server whose
+queue is empty asks ``auto(request_body)`` for the answer instead of answering "(default)".
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Answer:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     status: int = 200
     thought: str | None = None
+    model: str | None = None  # the model the answer names (default: the one asked for)
 
 
 class _Base:
@@ -35,6 +39,8 @@ class _Base:
         self.answers: list[Answer] = []
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.auto: Any = None
         self._lock = threading.Lock()
         outer = self
 
@@ -48,7 +54,13 @@ class _Base:
                 with outer._lock:
                     outer.requests.append(body)
                     outer.paths.append(self.path)
-                    answer = outer.answers.pop(0) if outer.answers else Answer(text="(default)")
+                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    if outer.answers:
+                        answer = outer.answers.pop(0)
+                    elif outer.auto is not None:
+                        answer = outer.auto(self.path, body)
+                    else:
+                        answer = Answer(text="(default)")
                 outer.handle(self, self.path, body, answer)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -70,7 +82,9 @@ class _Base:
 
     @staticmethod
     def send_sse(
-        h: BaseHTTPRequestHandler, events: list[tuple[str | None, dict[str, Any]]]
+        h: BaseHTTPRequestHandler,
+        events: list[tuple[str | None, dict[str, Any]]],
+        done: bool = False,
     ) -> None:
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
@@ -80,6 +94,8 @@ class _Base:
             line = (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
             h.wfile.write(line.encode())
             h.wfile.flush()
+        if done:
+            h.wfile.write(b"data: [DONE]\n\n")
         h.close_connection = True
 
     def close(self) -> None:
@@ -293,4 +309,161 @@ class AnthropicServer(_Base):
             )
         )
         events.append(("message_stop", {"type": "message_stop"}))
+        self.send_sse(h, events)
+
+
+class OpenAIServer(_Base):
+    """OpenAI chat completions and Responses API (JSON and SSE) on 127.0.0.1."""
+
+    def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], a: Answer) -> None:
+        if a.status != 200:
+            kind = "server_error" if a.status >= 500 else "invalid_request_error"
+            self.send_json(
+                h, a.status, {"error": {"type": kind, "code": None, "message": "scripted"}}
+            )
+            return
+        model = a.model or body.get("model")
+        if path.rstrip("/").endswith("/responses"):
+            self._responses(h, body, a, model)
+        else:
+            self._chat(h, body, a, model)
+
+    def _chat(self, h: BaseHTTPRequestHandler, body: dict[str, Any], a: Answer, model: Any) -> None:
+        rid = "chatcmpl-" + uuid.uuid4().hex[:8]
+        calls = [
+            {
+                "id": "call_" + uuid.uuid4().hex[:8],
+                "type": "function",
+                "function": {"name": n, "arguments": json.dumps(args)},
+            }
+            for n, args in a.calls
+        ]
+        finish = "tool_calls" if calls else "stop"
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": a.text}
+            if calls:
+                message["tool_calls"] = calls
+            if a.thought:
+                message["reasoning_content"] = a.thought
+            self.send_json(
+                h,
+                200,
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                },
+            )
+            return
+        base = {"id": rid, "object": "chat.completion.chunk", "created": 1, "model": model}
+        deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+        if a.thought:
+            deltas.append({"reasoning_content": a.thought})
+        deltas += [{"content": p} for p in _pieces(a.text or "")] if a.text else []
+        for i, c in enumerate(calls):
+            head = {"index": i, "id": c["id"], "type": "function"}
+            deltas.append({"tool_calls": [{**head, "function": {"name": c["function"]["name"]}}]})
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {"index": i, "function": {"arguments": c["function"]["arguments"]}}
+                    ]
+                }
+            )
+        events: list[tuple[str | None, dict[str, Any]]] = [
+            (None, {**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]})
+            for d in deltas
+        ]
+        events.append(
+            (None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        )
+        events.append((None, {**base, "choices": [], "usage": usage}))
+        self.send_sse(h, events, done=True)
+
+    def _responses(
+        self, h: BaseHTTPRequestHandler, body: dict[str, Any], a: Answer, model: Any
+    ) -> None:
+        output: list[dict[str, Any]] = []
+        if a.thought:
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": "rs_" + uuid.uuid4().hex[:8],
+                    "summary": [{"type": "summary_text", "text": a.thought}],
+                }
+            )
+        if a.text:
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_" + uuid.uuid4().hex[:8],
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": a.text, "annotations": []}],
+                }
+            )
+        for n, args in a.calls:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": "fc_" + uuid.uuid4().hex[:8],
+                    "call_id": "call_" + uuid.uuid4().hex[:8],
+                    "name": n,
+                    "arguments": json.dumps(args),
+                    "status": "completed",
+                }
+            )
+        resp = {
+            "id": "resp_" + uuid.uuid4().hex[:8],
+            "object": "response",
+            "created_at": 1,
+            "model": model,
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "total_tokens": 15,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 3 if a.thought else 0},
+            },
+        }
+        if not body.get("stream"):
+            self.send_json(h, 200, resp)
+            return
+        seq = iter(range(1000))
+        events: list[tuple[str | None, dict[str, Any]]] = []
+
+        def ev(kind: str, **data: Any) -> None:
+            events.append((kind, {"type": kind, "sequence_number": next(seq), **data}))
+
+        ev("response.created", response={**resp, "status": "in_progress", "output": []})
+        for i, item in enumerate(output):
+            if item["type"] == "reasoning":
+                ev(
+                    "response.reasoning_summary_text.delta",
+                    item_id=item["id"],
+                    output_index=i,
+                    summary_index=0,
+                    delta=item["summary"][0]["text"],
+                )
+            elif item["type"] == "message":
+                for p in _pieces(item["content"][0]["text"]):
+                    ev(
+                        "response.output_text.delta",
+                        item_id=item["id"],
+                        output_index=i,
+                        content_index=0,
+                        delta=p,
+                        logprobs=[],
+                    )
+            ev("response.output_item.done", output_index=i, item=item)
+        ev("response.completed", response=resp)
         self.send_sse(h, events)

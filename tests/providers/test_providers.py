@@ -1,4 +1,4 @@
-"""Gemini and Claude agents through the official SDKs against local wire-protocol servers:
+"""Gemini, Claude and OpenAI agents through the official SDKs against local wire-protocol servers:
 text, tool calls, streaming deltas, usage, reasoning settings, errors, fallbacks, inference of
 the provider from the model name, and a crash after a checkpointed answer (not asked again)."""
 
@@ -22,15 +22,18 @@ from tenxgraph.models.providers import infer_provider
 from tenxgraph.storage.checkpointer import SqliteCheckpointer
 
 from ._crash_child import MODELS, build
-from ._wire_servers import Answer, AnthropicServer, GeminiServer
+from ._wire_servers import Answer, AnthropicServer, GeminiServer, OpenAIServer
 
 pytestmark = pytest.mark.anyio
 CHILD = Path(__file__).with_name("_crash_child.py")
 
 
-@pytest.fixture(params=["google", "anthropic"])
+_SERVERS = {"google": GeminiServer, "anthropic": AnthropicServer, "openai": OpenAIServer}
+
+
+@pytest.fixture(params=["google", "anthropic", "openai"])
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
-    srv = GeminiServer() if request.param == "google" else AnthropicServer()
+    srv = _SERVERS[request.param]()
     yield request.param, srv
     srv.close()
 
@@ -55,15 +58,13 @@ async def test_tool_call_then_text_with_usage(server: tuple[str, Any], tmp_path:
     assert usages is not None and (usages.prompt_tokens, usages.total_tokens) in (
         (11, 18),
         (12, 18),
+        (10, 15),
     )
     # the second request carried the call and its result in the provider's own shape
     second = str(srv.requests[1])
     assert "charged 5" in second
-    assert (
-        ("function_response" in second or "functionResponse" in second)
-        if provider == "google"
-        else "tool_result" in second
-    )
+    shape = {"google": "functionResponse", "anthropic": "tool_result", "openai": "tool_call_id"}
+    assert shape[provider] in second or (provider == "google" and "function_response" in second)
     await app.aclose()
 
 
@@ -110,8 +111,10 @@ async def test_reasoning_maps_to_thinking(server: tuple[str, Any], stream: bool)
             {"thinkingBudget": 24576, "includeThoughts": True},
             {"thinking_budget": 24576, "include_thoughts": True},
         )
-    else:
+    elif provider == "anthropic":
         assert body["thinking"] == {"type": "enabled", "budget_tokens": 24576}
+    else:
+        assert body["reasoning_effort"] == "high"
 
 
 async def test_error_is_model_error_then_fallback_answers(server: tuple[str, Any]) -> None:

@@ -51,3 +51,34 @@ async def test_notify_wakes_a_worker_behind_pgbouncer(
         assert [m.text() for m in info.result["messages"]] == ["hi", "answer to hi"]
     finally:
         await app.aclose()
+
+
+async def test_lease_waiters_poll_behind_pgbouncer_and_are_woken_with_listen_dsn(
+    pgbouncer_dsn: str, pg_dsn: str, pg_schema: str
+) -> None:
+    # Through the transaction-mode pooler, LISTEN would not stay on a server connection: the
+    # store notices it (the backend pid differs) and its waiters poll. With listen_dsn (a
+    # direct connection) they are woken by the release's NOTIFY.
+    from tenxgraph.records import ThreadKey
+    from tenxgraph.storage.postgres import PostgresStore
+
+    key = ThreadKey("bounced-lease", "u")
+    pooled = PostgresStore(pgbouncer_dsn, schema=pg_schema)
+    direct = PostgresStore(pgbouncer_dsn, schema=pg_schema, listen_dsn=pg_dsn)
+    try:
+        await pooled.asetup()
+        a = await pooled.lease_acquire(key, "a", ttl_s=30.0, lapse_s=30.0, queue=False)
+        assert a.fence is not None
+        polling = await pooled.lease_waiter(key, "p")
+        assert polling is not None and not polling.live
+        woken = await direct.lease_waiter(key, "w")
+        assert woken is not None and woken.live
+        refused = await direct.lease_acquire(key, "w", ttl_s=30.0, lapse_s=30.0, queue=True)
+        assert refused.fence is None
+        await pooled.lease_release(key, "a", a.fence)
+        assert await woken.wait(30.0)  # the bound is never reached: the NOTIFY comes first
+        polling.close()
+        woken.close()
+    finally:
+        await pooled.aclose()
+        await direct.aclose()

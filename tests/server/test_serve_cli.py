@@ -153,3 +153,15 @@ def test_the_server_runs_submitted_background_runs(tmp_path: Path, recovery: boo
         assert texts == ["hello", "first: hello", "second: hello", "third: hello"]
     else:
         assert status == "pending" and texts == []
+
+
+def test_a_graph_module_that_fails_to_import_is_reported_in_one_line(tmp_path: Path) -> None:
+    """The module's own import error is named in one error line, with no traceback."""
+    (tmp_path / "broken.py").write_text("import module_that_is_not_installed_anywhere\n")
+    (tmp_path / "10xgraph.json").write_text('{"agent": "broken:app"}')
+    proc = _serve(tmp_path, "--config", str(tmp_path / "10xgraph.json"), "--port", "0")
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+    assert "CONFIG_001" in errors[0] and "module_that_is_not_installed_anywhere" in errors[0]
+    assert errors[1:] == ["ERROR:    Application startup failed. Exiting."]

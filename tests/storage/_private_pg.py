@@ -1,6 +1,9 @@
 """A private PostgreSQL cluster with password authentication, for the tests that need one.
 
-The shared test server trusts local connections, so a wrong password cannot be tested on it.
+The shared test server trusts local connections, so a wrong password cannot be tested on it;
+and it must never be crashed, as other tests use it. :func:`private_server` creates a
+trust-authenticated instance of its own with ``initdb`` / ``pg_ctl`` (no root needed unless run
+as root), which a test may stop with ``-m immediate`` (a server crash).
 :func:`private_cluster` creates a cluster of its own with ``pg_createcluster`` (as root), on a
 free port, with ``scram-sha-256`` for TCP connections and a small ``max_connections`` (so "too
 many clients" can be provoked), starts it with ``pg_ctlcluster`` and drops it afterwards.
@@ -8,10 +11,13 @@ many clients" can be provoked), starts it with ``pg_ctlcluster`` and drops it af
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,3 +95,85 @@ def private_cluster(max_connections: int = 6) -> Iterator[PrivateCluster]:
         subprocess.run(
             ["pg_dropcluster", VERSION, name, "--stop"], capture_output=True, timeout=120
         )
+
+
+def _bindir() -> str:
+    found = shutil.which("pg_config")
+    if found:
+        out = subprocess.run([found, "--bindir"], capture_output=True, text=True, check=False)
+        if out.returncode == 0 and os.path.exists(os.path.join(out.stdout.strip(), "initdb")):
+            return out.stdout.strip()
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.exists(os.path.join(candidate, "initdb")):
+            return candidate
+    raise RuntimeError("initdb not found (install the PostgreSQL server binaries)")
+
+
+@dataclass
+class PrivateServer:
+    """A PostgreSQL instance of this test alone."""
+
+    bindir: str
+    data: str
+    port: int
+    as_postgres: bool
+    settings: tuple[str, ...] = ()
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        cmd = [os.path.join(self.bindir, args[0]), *args[1:]]
+        if self.as_postgres:  # initdb and postgres refuse to run as root
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(args[:2])} failed: {out.stdout}\n{out.stderr}")
+
+    def start(self) -> None:
+        """``pg_ctl start`` (waits until the server accepts connections)."""
+        options = " ".join(f"-c {s}" for s in self.settings)
+        self._run(
+            "pg_ctl",
+            "-D",
+            self.data,
+            "-l",
+            os.path.join(self.data, "server.log"),
+            "-w",
+            "-o",
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 {options}",
+            "start",
+        )
+
+    def crash(self) -> None:
+        """``pg_ctl stop -m immediate``: every server process killed at once."""
+        self._run("pg_ctl", "-D", self.data, "-w", "stop", "-m", "immediate")
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast`` (no error when it is not running)."""
+        with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+            self._run("pg_ctl", "-D", self.data, "-w", "stop", "-m", "fast")
+
+
+@contextmanager
+def private_server(*settings: str) -> Iterator[PrivateServer]:
+    """``initdb`` a trust-authenticated instance into a temporary directory (as the
+    ``postgres`` user when run as root), start it on a free port with its socket in its data
+    directory and the given ``name=value`` settings, yield it, then stop it and delete it."""
+    bindir = _bindir()
+    as_postgres = os.geteuid() == 0
+    tmp = tempfile.mkdtemp(prefix="tenxgraph-pg-")
+    data = os.path.join(tmp, "data")
+    os.mkdir(data, 0o700)
+    if as_postgres:
+        shutil.chown(tmp, "postgres")
+        shutil.chown(data, "postgres")
+    server = PrivateServer(bindir, data, _free_port(), as_postgres, settings)
+    try:
+        server._run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync")
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

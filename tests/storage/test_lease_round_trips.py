@@ -9,7 +9,12 @@ one, and when it answers a pause.
 
 The rare second read of a folded acquisition is checked at the store level: an acquisition that
 waited for the previous holder's final write (whose row lock it met) reads with a snapshot that
-predates that write, and must read again; so must a take-over of a lapsed lease.
+predates that write, and must read again; so must a take-over of a lapsed lease (but not a
+holder taking its own lease again, as a background run's first read does after its claim).
+
+Wake-ups: a release sends ``NOTIFY`` naming the first waiter in line, received by the store's
+listening connection; a waiter whose refused attempt committed while the release waited for the
+lease row is woken through the row's ``wanted`` flag.
 """
 
 from __future__ import annotations
@@ -275,3 +280,82 @@ async def test_taking_a_lapsed_lease_over_reads_again(store: PostgresStore) -> N
     with pytest.raises(StaleStateError) as info:
         await store.write(_write(1, fence=a.fence))
     assert info.value.context["fence"] == a.fence
+
+
+async def test_a_holder_taking_its_own_lease_again_reads_once(store: PostgresStore) -> None:
+    # A background run's worker takes the lease for the attempt's holder id, then the run's
+    # first read takes it again for the same holder: not a take-over, no second read.
+    a, _ = await store.lease_read(KEY, None, "h", ttl_s=TTL, lapse_s=TTL, queue=False)
+    assert a.fence is not None
+    await store.write(_write(0, fence=a.fence))
+    claim = await store.lease_acquire(KEY, "h", ttl_s=TTL, lapse_s=TTL, queue=False)
+    assert claim.fence is not None and claim.fence > a.fence
+    spy = _ReadSpy(store)
+    again, rec = await store.lease_read(KEY, None, "h", ttl_s=TTL, lapse_s=TTL, queue=False)
+    assert again.fence is not None and again.fence > claim.fence
+    assert spy.calls == 0
+    assert rec is not None and rec.version == 1
+
+
+# -- wake-ups: a release notifies the first waiter in line -------------------------------------
+
+
+async def test_a_release_wakes_the_first_waiter_only(store: PostgresStore) -> None:
+    a = await store.lease_acquire(KEY, "a", ttl_s=TTL, lapse_s=TTL, queue=False)
+    assert a.fence is not None
+    first = await store.lease_waiter(KEY, "w1")
+    second = await store.lease_waiter(KEY, "w2")
+    assert first is not None and second is not None and first.live
+    for holder in ("w1", "w2"):  # queued in this order
+        refused = await store.lease_acquire(KEY, holder, ttl_s=TTL, lapse_s=TTL, queue=True)
+        assert refused.fence is None
+    await store.lease_release(KEY, "a", a.fence)
+    assert await first.wait(30.0)  # woken by the NOTIFY (30 s: only a bound, never reached)
+    assert first.woken_at is None and not await second.wait(0.0)
+    w1 = await store.lease_acquire(KEY, "w1", ttl_s=TTL, lapse_s=TTL, queue=True)
+    assert w1.fence is not None
+    # w1's last checkpoint write releases the lease (the folded release): w2 is named next
+    await store.write(_write(0, fence=w1.fence, release=True))
+    assert await second.wait(30.0)
+    first.close()
+    second.close()
+
+
+async def test_a_waiter_queued_while_the_release_waited_is_still_woken(
+    store: PostgresStore, pg_dsn: str
+) -> None:
+    # The waiter's refused attempt holds the lease row when the release arrives: the release
+    # waits for it, and its snapshot of lease_waiters predates the waiter's row. The row's
+    # ``wanted`` flag, read after the wait, makes the release notify all the same.
+    a = await store.lease_acquire(KEY, "a", ttl_s=TTL, lapse_s=TTL, queue=False)
+    assert a.fence is not None
+    waiter = await store.lease_waiter(KEY, "w")
+    assert waiter is not None and waiter.live
+    rendered = store._q["LEASE_ACQUIRE"]
+    conn = psycopg.connect(pg_dsn)
+    try:
+        row = conn.execute(
+            rendered,
+            {
+                "thread_id": KEY.thread_id,
+                "owner": KEY.user_id,
+                "holder": "w",
+                "ttl_s": TTL,
+                "lapse_s": TTL,
+                "queue": True,
+            },
+        ).fetchone()
+        assert row is not None and row[0] is None  # refused, queued, transaction still open
+
+        def commit_later() -> None:
+            time.sleep(0.5)  # the release is waiting on the lease row by then
+            conn.commit()
+
+        committer = threading.Thread(target=commit_later)
+        committer.start()
+        await store.lease_release(KEY, "a", a.fence)
+        await anyio.to_thread.run_sync(committer.join)
+    finally:
+        conn.close()
+    assert await waiter.wait(30.0)
+    waiter.close()

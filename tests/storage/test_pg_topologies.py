@@ -50,6 +50,9 @@ NOT_PER_THREAD = {
     "MIGRATION_RECORD",
     "RUN_LIST",
     "RUN_OPEN",
+    # erasure and retention: by owner or by idleness, across partitions by design
+    "ERASE_OWNER",
+    "SWEEP_IDLE",
 }
 PER_THREAD = sorted(set(_sql.ALL_STATEMENTS) - NOT_PER_THREAD)
 

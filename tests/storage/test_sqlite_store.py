@@ -70,7 +70,7 @@ async def append_n(store: SqliteStore, n: int, limit: int | None = None, start: 
 
 
 # -- schema ---------------------------------------------------------------------------------------
-async def test_schema_has_versions_1_to_7_and_the_documented_tables(
+async def test_schema_has_versions_1_to_8_and_the_documented_tables(
     store: SqliteStore, db: str
 ) -> None:
     with raw(db) as c:
@@ -82,6 +82,7 @@ async def test_schema_has_versions_1_to_7_and_the_documented_tables(
             5,
             6,
             7,
+            8,
         ]
         cols = {
             t: [r[1] for r in c.execute(f"PRAGMA table_info({t})")]
@@ -100,7 +101,7 @@ async def test_schema_has_versions_1_to_7_and_the_documented_tables(
         assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert cols["threads"] == [
         "thread_id", "owner", "version", "status", "created_at", "updated_at", "metadata",
-        "stop_requested",
+        "stop_requested", "ttl_s",
     ]  # fmt: skip
     assert cols["checkpoints"] == [
         "thread_id", "version", "values", "ranges", "next_seq", "min_seq", "status", "created_at",
@@ -117,7 +118,7 @@ async def test_schema_has_versions_1_to_7_and_the_documented_tables(
         "thread_id", "run_id", "owner", "status", "input", "config", "attempts", "crashes",
         "holder", "worker", "last_error", "output", "created_at", "updated_at",
     ]  # fmt: skip
-    assert q.LATEST_SCHEMA_VERSION == 7
+    assert q.LATEST_SCHEMA_VERSION == 8
 
 
 async def test_setup_is_idempotent_across_stores(db: str) -> None:
@@ -130,7 +131,7 @@ async def test_setup_is_idempotent_across_stores(db: str) -> None:
     for st in stores:
         await st.aclose()
     with raw(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 7
+        assert c.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 8
 
 
 async def test_a_newer_schema_is_refused(db: str) -> None:

@@ -45,6 +45,7 @@ from tenxgraph.core._context import current_run
 from tenxgraph.core.exceptions import GraphError, UnsupportedArgumentError, ValidationError
 from tenxgraph.core.state import AgentState, Message, TextBlock
 from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, normalize_assistant
+from tenxgraph.models.openai import sdk_available as openai_sdk_available
 from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_model
 from tenxgraph.storage.media.config import ImageHandling, MultimodalConfig
@@ -52,12 +53,13 @@ from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, u
 
 from .agent_internal.constants import RetryConfig
 from .agent_internal.media import prepare_media
+from .agent_internal.skills import SKILL_TOOL_NAMES, AgentSkillsMixin
 from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
 from .tool_node import ToolNode
 
 if TYPE_CHECKING:
-    from tenxgraph.core.skills import SkillConfig, SkillsRegistry
+    from tenxgraph.core.skills import SkillConfig
 
 __all__ = ["Agent", "fill_placeholders"]
 
@@ -75,6 +77,7 @@ _DEFAULT = object()
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 _REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+_REASONING_SUMMARIES = ("auto", "concise", "detailed")
 
 
 def fill_placeholders(text: str, state: Any) -> str:
@@ -204,13 +207,28 @@ def _reasoning_params(model: Any, config: Any, provider: str = "openai") -> dict
     if config is True:
         return {"reasoning_effort": "medium"}
     if isinstance(config, dict):
-        unknown = set(config) - {"effort"}
+        allowed = {"effort", "summary"} if provider == "openai" else {"effort"}
+        unknown = set(config) - allowed
         if unknown:
             raise _unsupported(
                 "reasoning_config",
-                f"the chat-completions API takes only 'effort' (got {sorted(unknown)}); "
-                "'summary' is a Responses-API option and 'thinking_budget' a Gemini one",
+                f"provider {provider!r} takes only {sorted(allowed)} (got {sorted(unknown)}); "
+                "'summary' is an OpenAI Responses-API option and 'thinking_budget' a Gemini one",
             )
+        summary = config.get("summary")
+        if summary is not None:
+            if summary not in _REASONING_SUMMARIES:
+                raise UnsupportedArgumentError(
+                    f"reasoning_config['summary'] must be one of {_REASONING_SUMMARIES}, "
+                    f"got {summary!r}",
+                    context={
+                        "argument": "reasoning_config",
+                        "where": "Agent",
+                        "did_you_mean": None,
+                    },
+                )
+            rest = {k: v for k, v in config.items() if k != "summary"}
+            return {**_reasoning_params(model, rest, provider), "reasoning_summary": summary}
         effort = config.get("effort")
         if effort is None:
             return {}
@@ -246,14 +264,16 @@ class _Circuit:
         self.opened_at: float | None = None
 
 
-class Agent(BaseAgent):
+class Agent(BaseAgent, AgentSkillsMixin):
     """A node calling a chat model (10xGraph-compatible ``Agent``).
 
     Args:
-        model: a model name served by an OpenAI-compatible chat-completions endpoint
-            (``"gpt-4o"``, ``"openai/gpt-4o"``; the ``openai/`` prefix is stripped), or any object
-            implementing the chat-model protocol (``tenxgraph.models.ChatModel``, e.g.
-            ``tenxgraph.models.ScriptedModel``).
+        model: a model name (``"gpt-4o"``, ``"gemini-2.5-flash"``, ``"claude-sonnet-4-5"``,
+            ``"openai/gpt-4o"``; see ``provider``), or any object implementing the chat-model
+            protocol (``tenxgraph.models.ChatModel``, e.g. ``tenxgraph.models.ScriptedModel``).
+            An OpenAI name is served through the official ``openai`` SDK when it is installed
+            (``tenxgraph.models.openai.OpenAIModel``), else by the httpx adapter
+            ``OpenAICompatModel``: the same requests, answers and retry policy.
         system_prompt: messages sent first on every call, e.g.
             ``[{"role": "system", "content": "You help {user_name}."}]``; ``content`` may be a
             string or a list of ``{"type": "text", "text": ...}`` parts. ``{field}``
@@ -285,12 +305,20 @@ class Agent(BaseAgent):
             back with :meth:`parsed`. Answers that call tools are not parsed.
         output_retries: how many times the model is asked to correct its structured answer
             (default 2).
+        use_vertex_ai: Google only: call Gemini through Vertex AI instead of the Gemini API
+            (the fallbacks of provider ``google`` too); unset, ``GOOGLE_GENAI_USE_VERTEXAI``
+            decides. Other providers: ``GRAPH_010``.
+        api_style: ``"chat"`` (chat completions, default) or ``"responses"`` (OpenAI's
+            Responses API through the official ``openai`` SDK, extra ``openai``).
         trim_context: show the model what the graph's context manager
             (``StateGraph(context_manager=...)``) keeps. In a graph without one the agent
             runs untrimmed (the model sees the whole conversation, as in 10xGraph) and
             ``compile()`` logs one warning naming the fix.
         reasoning_config: ``{"effort": "low" | "medium" | "high"}`` or ``True`` (medium) is
-            sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. Unset: ``medium``
+            sent as ``reasoning_effort``; ``False`` / ``None`` send nothing. OpenAI also takes
+            ``"summary": "auto" | "concise" | "detailed"``, which switches the agent to the
+            Responses API (only it returns reasoning summaries; they land in
+            ``Message.reasoning``). Unset: ``medium``
             for reasoning models (names starting ``o1``, ``o3``, ``o4``, ``gpt-5``), nothing
             for others. Google and Anthropic map the effort to a thinking budget
             (``tenxgraph.models.google.THINKING_BUDGETS`` / ``.anthropic.THINKING_BUDGETS``);
@@ -300,15 +328,19 @@ class Agent(BaseAgent):
             a ``RetryConfig`` or a dict of its fields. Retries apply to models given by name;
             the circuit breaker to every target.
         fallback_models: model names (or ``(name, provider)`` tuples, or chat-model objects)
-            tried in order when the model raises ``ModelError``; a bare name has the agent's
+            tried in order when the model raises a retryable ``ModelError`` (429, 5xx,
+            connection errors, after the model's own retries; an error whose
+            ``context["retryable"]`` is ``False``, such as HTTP 400 or 401, is raised at once); a bare name has the agent's
             provider. The answer's ``metadata["model"]`` names the model that answered.
         timeout_s: seconds per HTTP request for a model given by name (default: the
             process-wide default of ``tenxgraph.core.llm``, 600 s unless set).
-        skills: a ``tenxgraph.core.skills.SkillConfig``. ``mode="on-demand"``: a system message
-            lists the skills of ``skills_dir`` (``inject_trigger_table``) and the tool node gets
-            a ``set_skill`` tool returning a skill's instructions (it needs ``tool_node``).
-            ``mode="session"``: the skill named by the state field ``preload_from`` is sent as
-            a system message. ``skills_dir=None`` disables skills.
+        skills: a ``tenxgraph.core.skills.SkillConfig`` (``docs/how-to/skills.md``).
+            ``mode="on-demand"``: a system message lists the skills found
+            (``inject_catalog``) and the tool node gets ``activate_skill`` (and
+            ``read_skill_resource`` when skills bundle files), which return a skill's text as
+            a tool result; it needs ``tool_node`` once skills are found. ``mode="session"``:
+            the skill named by the state field ``preload_from`` is sent as a system message.
+            ``skills_dir=None`` disables skills.
         multimodal_config: a ``tenxgraph.storage.media.MultimodalConfig``: inline images are
             validated (type, ``max_image_size_mb``) and scaled down to
             ``max_image_dimension`` before each model call; ``image_handling=URL`` sends a
@@ -327,15 +359,15 @@ class Agent(BaseAgent):
 
     Raises:
         UnsupportedArgumentError: ``GRAPH_010`` for options tenxgraph does not implement
-            (``api_style="responses"``, ``memory``, ``multimodal_config`` with
-            ``image_handling=FILE_ID``, media
-            ``output_type`` s, providers other than OpenAI-compatible), ``GRAPH_009`` for a
-            malformed ``retry_config`` / ``reasoning_config``.
+            (``api_style="responses"`` for a model object or another provider, ``memory``,
+            ``multimodal_config`` with ``image_handling=FILE_ID``, media ``output_type`` s, providers other than ``openai`` /
+            ``google`` / ``anthropic``), ``GRAPH_009`` for a malformed ``retry_config`` /
+            ``reasoning_config``.
+        ModelError: ``MODEL_001`` the provider's SDK is not installed (``google``,
+            ``anthropic``; ``openai`` for ``api_style="responses"``).
         GraphError: ``GRAPH_001`` both ``tool_node`` and ``tools`` given, ``output_schema``
             is not a Pydantic model class, ``skills`` is not a ``SkillConfig``, or on-demand
-            skills without a tool node.
-        ValidationError: ``VALIDATION_000`` ``skills_dir`` is not a directory or two skills
-            share a name.
+            skills found without a tool node (``SkillsToolNodeError``).
         TypeError: ``model`` is neither a string nor a chat model.
     """
 
@@ -368,10 +400,15 @@ class Agent(BaseAgent):
         skills: Any = None,
         memory: Any = None,
         multimodal_config: Any = None,
+        use_vertex_ai: bool = False,
         **model_params: Any,
     ) -> None:
-        if api_style != "chat":
-            raise _unsupported("api_style", "only the chat-completions API is spoken")
+        if api_style not in ("chat", "responses"):
+            raise _unsupported("api_style", "use 'chat' or 'responses'")
+        if api_style == "responses" and not isinstance(model, str):
+            raise _unsupported(
+                "api_style", "'responses' applies to a model given by name (provider='openai')"
+            )
         for name, value in (("memory", memory),):
             if value is not None:
                 raise _unsupported(name, "leave it unset")
@@ -380,6 +417,9 @@ class Agent(BaseAgent):
             raise _unsupported("provider", f"use one of {PROVIDERS} (or leave it unset)")
         if provider is None and isinstance(model, str):
             provider = infer_provider(model)
+        if use_vertex_ai and (provider != "google" or not isinstance(model, str)):
+            raise _unsupported("use_vertex_ai", "it routes a Google model given by name")
+        self.use_vertex_ai = bool(use_vertex_ai)
         if output_type not in ("text", "json"):
             raise _unsupported("output_type", "only text (and JSON) answers are generated")
         if output_schema is not None and not (
@@ -403,6 +443,11 @@ class Agent(BaseAgent):
         if output_type == "json" and output_schema is None:
             params.setdefault("response_format", {"type": "json_object"})
         params.update(_reasoning_params(model, reasoning_config, provider or "openai"))
+        if params.get("reasoning_summary") is not None:
+            api_style = "responses"  # only the Responses API returns reasoning summaries
+        if api_style == "responses" and provider not in (None, "openai"):
+            raise _unsupported("api_style", "'responses' is an OpenAI API (provider='openai')")
+        self.api_style = api_style
         self._model_kwargs: dict[str, Any] = {}
         self.model: ChatModel = self._make_model(
             model, provider, base_url, api_key, params, timeout_s
@@ -446,48 +491,29 @@ class Agent(BaseAgent):
         self.system_prompt: list[Message] = [_prompt_message(p) for p in (system_prompt or ())]
         self.extra_messages: list[Message] = list(extra_messages or ())
         self.skills: SkillConfig | None = None
-        self._skills: SkillsRegistry | None = None
-        self._set_skill: Callable[..., str] | None = None
         if skills is not None:
-            self._setup_skills(skills)
+            from tenxgraph.core.skills import SkillConfig
 
-    # -- skills (tenxgraph.core.skills) --------------------------------------------------------
-    def _setup_skills(self, skills: Any) -> None:
-        from tenxgraph.core.skills import SkillConfig, SkillsRegistry
-
-        if not isinstance(skills, SkillConfig):
-            raise GraphError(
-                "Agent(skills=...) takes a tenxgraph.core.skills.SkillConfig, got "
-                f"{type(skills).__name__}",
-                error_code="GRAPH_001",
-                context={"parameter": "skills"},
-            )
-        self.skills = skills
-        if skills.skills_dir is None:
-            return  # documented: None disables skills
-        registry = SkillsRegistry()
-        registry.discover(skills.skills_dir)
-        self._skills = registry
-        if skills.mode == "on-demand":
-            if self.tool_node is None and self.tool_node_ref is None:
+            if not isinstance(skills, SkillConfig):
                 raise GraphError(
-                    "Agent(skills=SkillConfig(mode='on-demand')) needs a tool node to run the "
-                    "set_skill tool; pass tool_node=ToolNode([...]) or the name of the graph's "
-                    "ToolNode (or use mode='session')",
+                    "Agent(skills=...) takes a tenxgraph.core.skills.SkillConfig, got "
+                    f"{type(skills).__name__}",
                     error_code="GRAPH_001",
                     context={"parameter": "skills"},
                 )
-            self._set_skill = registry.build_set_skill_tool(hot_reload=skills.hot_reload)
-            if self.tool_node is not None:
-                self._attach_set_skill(self.tool_node)
+            self.skills = skills
+            self._setup_skills(skills)
 
-    def _attach_set_skill(self, node: ToolNode) -> None:
-        if self._set_skill is not None and node.get_tool("set_skill") is None:
-            node.add_tool(self._set_skill)
+    # -- skills (agent_internal.skills.AgentSkillsMixin) ---------------------------------------
+    def _skills_tool_node(self) -> ToolNode | None:
+        return self.tool_node
+
+    def _skills_tool_node_name(self) -> str | None:
+        return self.tool_node_ref
 
     def get_tool_node(self) -> ToolNode | None:
-        """The tool node whose tools are offered, with the ``set_skill`` tool of on-demand
-        skills attached (10xGraph's ``agent.get_tool_node()``).
+        """The tool node whose tools are offered, with the skill tools (``activate_skill``,
+        ``read_skill_resource``) attached (10xGraph's ``agent.get_tool_node()``).
 
         Returns:
             The ``ToolNode`` given (or, inside a graph run, the one named by ``tool_node``),
@@ -498,43 +524,15 @@ class Agent(BaseAgent):
         """
         node = self.resolve_tool_node()
         if node is not None:
-            self._attach_set_skill(node)
+            self._attach_skill_tools(node)
         return node
 
     def _skill_messages(self, state: Any) -> list[Message]:
-        """The system messages skills add: the trigger table (on-demand) or the session's
-        skill (session mode).
-
-        Raises:
-            ValidationError: ``VALIDATION_000`` when the session's state field is missing or
-                names no skill.
-        """
-        cfg, registry = self.skills, self._skills
-        if cfg is None or registry is None or cfg.skills_dir is None:
-            return []
-        if cfg.hot_reload:
-            registry.discover(cfg.skills_dir)
-        if cfg.mode == "on-demand":
-            table = registry.build_trigger_table() if cfg.inject_trigger_table else ""
-            return [Message.text_message(table, role="system")] if table else []
-        field = cfg.preload_from
-        assert field is not None
-        if not hasattr(state, field):
-            raise ValidationError(
-                f"SkillConfig(preload_from={field!r}): the state has no field {field!r}",
-                context={"field": field},
-            )
-        name = getattr(state, field)
-        if not name:
-            return []
-        if str(name) not in registry:
-            raise ValidationError(
-                f"state.{field} names skill {name!r}, which is not in {cfg.skills_dir!r} "
-                f"(known: {', '.join(registry.names()) or 'none'})",
-                context={"field": field},
-            )
-        content = registry.load_content(str(name), hot_reload=cfg.hot_reload)
-        return [Message.text_message(content, role="system")]
+        """The system messages skills add for ``state`` (``AgentSkillsMixin``)."""
+        return [
+            Message.text_message(p["content"], role="system")
+            for p in self._build_skill_prompts(state, [])
+        ]
 
     def _make_model(
         self,
@@ -555,9 +553,18 @@ class Agent(BaseAgent):
                 timeout_s=timeout_s,
                 max_retries=rc.max_retries if rc is not None else 0,
                 params=params,
+                use_vertex_ai=self.use_vertex_ai and provider == "google",
             )
         if isinstance(model, str):
-            return OpenAICompatModel(
+            # the official SDK when installed (the Responses API needs it), else the httpx
+            # adapter: the same requests, answers and retry policy
+            extra: dict[str, Any] = {}
+            cls: type[OpenAICompatModel] = OpenAICompatModel
+            if self.api_style == "responses" or openai_sdk_available():
+                from tenxgraph.models.openai import OpenAIModel
+
+                cls, extra = OpenAIModel, {"api_style": self.api_style}
+            return cls(
                 model,
                 base_url=base_url,
                 api_key=api_key,
@@ -567,6 +574,7 @@ class Agent(BaseAgent):
                 initial_delay_s=rc.initial_delay if rc is not None else 0.0,
                 backoff_factor=rc.backoff_factor if rc is not None else 2.0,
                 max_delay_s=rc.max_delay if rc is not None else 0.0,
+                **extra,
                 **params,
             )
         if callable(getattr(model, "agenerate", None)):
@@ -725,6 +733,10 @@ class Agent(BaseAgent):
             except ModelError as exc:
                 self._record(model, ok=False)
                 await events.error(exc)
+                if exc.context.get("retryable") is False:
+                    # a request the provider refused (400, 401...) or an answer it garbled:
+                    # not an outage, so no fallback model is asked
+                    raise
                 last = exc
                 continue
             self._record(model, ok=True)
@@ -794,20 +806,16 @@ class Agent(BaseAgent):
             GraphError: ``GRAPH_004`` the named tool node does not exist.
             ValidationError: ``VALIDATION_000`` a system-prompt placeholder names no field.
         """
-        tool_node = (
-            self.get_tool_node() if self._set_skill is not None else self.resolve_tool_node()
-        )
-        tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
-        if (
-            tool_node is not None
-            and tools is not None
-            and self._set_skill is not None
-            and self.tools_tags
-        ):
-            # set_skill carries no tag: offered whatever tools_tags selects
-            tools += [t for t in tool_node.tool_schemas() if t["function"]["name"] == "set_skill"]
         shown, updates = await self._visible_state(state)
+        # first: a hot reload of skills may change the skill tools
         messages = self.build_messages(shown)
+        tool_node = self.get_tool_node()
+        tools = tool_node.tool_schemas(self.tools_tags) if tool_node is not None else None
+        if tool_node is not None and tools is not None and self.tools_tags:
+            # the skill tools carry no tag: offered whatever tools_tags selects
+            tools += [
+                t for t in tool_node.tool_schemas() if t["function"]["name"] in SKILL_TOOL_NAMES
+            ]
         extra = {"response_format": self._schema_format()} if self.output_schema else {}
         run = current_run()
         cbm = getattr(getattr(run, "graph", None), "callback_manager", None)

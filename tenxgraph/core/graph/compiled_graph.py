@@ -382,6 +382,25 @@ class CompiledGraph(Generic[StateT]):
             running = bool(state is not None and state.execution_meta.status == "running")
         return {"ok": True, "running": running}
 
+    def request_stop_all(self) -> int:
+        """Ask every run of this graph in flight in this process to stop at its next node
+        boundary (the in-process half of :meth:`astop`, for every thread at once).
+
+        Used by a server draining for shutdown: each run checkpoints, releases its lease and
+        ends stopped, so another instance can take its thread. Nothing is written to the store;
+        a thread whose stop was already requested is not counted again.
+
+        Returns:
+            How many runs were newly asked to stop.
+        """
+        now = time.time()
+        asked = 0
+        for key in list(self._running):
+            if key not in self._local_stops:
+                self._local_stops[key] = now
+                asked += 1
+        return asked
+
     def stop(self, config: dict[str, Any]) -> dict[str, Any]:
         """Sync twin of :meth:`astop`."""
         return run_sync(self.astop, config, sync_name="stop", async_name="astop")

@@ -420,6 +420,9 @@ class StateGraph(Generic[StateT]):
                 )
         ib, ia = list(interrupt_before or []), list(interrupt_after or [])
         self.validate(ib, ia)
+        resolve_model = getattr(self.context_manager, "resolve_model", None)
+        if callable(resolve_model):  # a SummaryContextManager given a model name
+            resolve_model(_chat_model_by_name)
         if self.context_manager is None:
             trimming = [
                 n
@@ -450,6 +453,13 @@ class StateGraph(Generic[StateT]):
         if publisher is not None:
             app.publisher = _check_publisher(publisher)
         return app
+
+
+def _chat_model_by_name(name: str, base_url: str | None, api_key: str | None) -> Any:
+    """The OpenAI-compatible chat model a context manager names (see ``resolve_model``)."""
+    from tenxgraph.models.openai_compat import OpenAICompatModel
+
+    return OpenAICompatModel(name, base_url=base_url, api_key=api_key)
 
 
 def _check_publisher(publisher: Any) -> BasePublisher | None:

@@ -267,6 +267,14 @@ class ToolNode:
             )
         self._tools[spec.name] = spec
 
+    def remove_tool(self, name: str) -> bool:
+        """Stop offering tool ``name`` (from the next model call on).
+
+        Returns:
+            ``True`` when the tool was registered.
+        """
+        return self._tools.pop(name, None) is not None
+
     def __repr__(self) -> str:
         return f"ToolNode({list(self._tools)})"
 
@@ -275,6 +283,12 @@ class ToolNode:
     def tool_names(self) -> list[str]:
         """The tools' names, in the order given."""
         return list(self._tools)
+
+    @property
+    def _funcs(self) -> dict[str, Callable[..., Any]]:
+        """Tool name -> function, in the order given (the mapping 10xGraph's ``ToolNode``
+        keeps under this name; a new dict on every call)."""
+        return {name: spec.func for name, spec in self._tools.items()}
 
     def get_tool(self, name: str) -> ToolSpec | None:
         """The :class:`~tenxgraph.core.graph._schema.ToolSpec` of tool ``name``, or ``None``."""
@@ -435,6 +449,7 @@ class ToolNode:
         tool_call_id: str | None = None,
         config: dict[str, Any] | None = None,
         state: Any = None,
+        callback_manager: Any = None,
     ) -> Message:
         """Run one tool directly, outside the model's loop (tests, scripts).
 
@@ -448,6 +463,9 @@ class ToolNode:
                 declaring ``tool_call_id``.
             config: passed to tools declaring ``config``; ``tool_timeout`` applies.
             state: passed to tools declaring ``state``.
+            callback_manager: a ``tenxgraph.utils.CallbackManager`` whose ``TOOL`` (or, for
+                the skill tools, ``SKILL``) callbacks run around the call (default: those of
+                the running graph, if any).
 
         Returns:
             The tool message answering the call (``role="tool"``).
@@ -462,7 +480,7 @@ class ToolNode:
             token = _TOOL_CALL.set(ToolCallContext(tool_call_id=call.id, name=name, call_key=key))
             try:
                 msgs, _, _ = await self._execute(
-                    self._tools.get(name), call, key, state, config or {}, sp
+                    self._tools.get(name), call, key, state, config or {}, sp, callback_manager
                 )
             finally:
                 _TOOL_CALL.reset(token)
@@ -635,8 +653,10 @@ class ToolNode:
         state: Any,
         config: dict[str, Any],
         sp: Any,
+        callback_manager: Any = None,
     ) -> _Outcome:
-        """Run one call; every failure becomes an error tool message."""
+        """Run one call; every failure becomes an error tool message (``callback_manager``:
+        instead of the running graph's)."""
         timeout_s = config.get("tool_timeout", _DEFAULT_TOOL_TIMEOUT_S)
         if spec is None:
             names = ", ".join(self._tools) or "(none)"
@@ -658,7 +678,7 @@ class ToolNode:
         is_handoff = getattr(spec.func, "__handoff_tool__", False) is True
         if is_handoff:
             return self._handoff(spec, call, key)
-        cbm, cb_ctx, cb_input = _tool_callbacks(call)
+        cbm, cb_ctx, cb_input = _tool_callbacks(call, spec, callback_manager)
         args = call.args
         if cbm is not None:
             try:
@@ -733,6 +753,20 @@ class ToolNode:
                         )
                     ]
                 )
+        if isinstance(value, ToolResult) and value.is_error:
+            if value.state:
+                return _only(
+                    [
+                        _error_message(
+                            call,
+                            key,
+                            f"tool {call.name!r} returned an error ToolResult with a state "
+                            "update; an error updates nothing",
+                        )
+                    ]
+                )
+            text = value.message if isinstance(value.message, str) else str(value.message)
+            return _only([_error_message(call, key, text)])
         if isinstance(value, ToolResult):
             bad = _bad_state_keys(value.state, state)
             if bad:
@@ -1045,25 +1079,34 @@ def _services(spec: ToolSpec) -> dict[str, Any]:
     return resolve(builder, spec.di, f"tool {spec.name!r}")
 
 
-def _tool_callbacks(call: ToolCallBlock) -> tuple[Any, Any, dict[str, Any]]:
-    """``(manager, context, input)`` for the TOOL callbacks of the running graph, or
-    ``(None, None, input)`` when it has none."""
+def _tool_callbacks(
+    call: ToolCallBlock, spec: ToolSpec, manager: Any = None
+) -> tuple[Any, Any, dict[str, Any]]:
+    """``(manager, context, input)`` for the callbacks of this call (``TOOL``, or ``SKILL``
+    for the skill tools of ``tenxgraph.core.skills.activation``) of ``manager`` or else the
+    running graph's, or ``(None, None, input)`` when there are none."""
     data = {"name": call.name, "args": dict(call.args), "tool_call_id": call.id}
     run = current_run()
-    cbm = getattr(getattr(run, "graph", None), "callback_manager", None)
-    if cbm is None or run is None:
+    cbm = manager or getattr(getattr(run, "graph", None), "callback_manager", None)
+    if cbm is None:
         return None, None, data
     from tenxgraph.utils.callbacks import CallbackContext, InvocationType
 
-    if not cbm.has_callbacks(InvocationType.TOOL):
+    kind = (
+        InvocationType.SKILL
+        if getattr(spec.func, "__tenxgraph_skill_tool__", False) is True
+        else InvocationType.TOOL
+    )
+    if not cbm.has_callbacks(kind):
         return None, None, data
+    config = run.config if run is not None else {}
     ctx = CallbackContext(
-        invocation_type=InvocationType.TOOL,
-        node_name=run.node,
+        invocation_type=kind,
+        node_name=run.node if run is not None else "",
         function_name=call.name,
         metadata={
-            "thread_id": run.config.get("thread_id"),
-            "run_id": run.config.get("run_id"),
+            "thread_id": config.get("thread_id"),
+            "run_id": config.get("run_id"),
             "tool_call_id": call.id,
         },
     )

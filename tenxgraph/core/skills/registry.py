@@ -1,107 +1,44 @@
-"""``SkillsRegistry``: finds ``SKILL.md`` files and builds what an ``Agent`` sends.
+"""``SkillsRegistry``: the skills an agent knows, by name, and what is shown to the model.
 
-A ``SKILL.md`` starts with YAML front matter between two ``---`` lines (the fields of
-:class:`~tenxgraph.core.skills.models.SkillMeta`; ``skill_dir`` / ``skill_file`` are set here)
-followed by the skill's instructions in Markdown, the *content* handed to the model.
+Skills are found with :func:`~tenxgraph.core.skills.loader.discover_skills`; the catalog
+(:meth:`SkillsRegistry.build_catalog`) lists them for the model, and the tools of
+:mod:`tenxgraph.core.skills.activation` hand out their instructions and bundled files.
+The Markdown trigger table and the ``set_skill`` tool of 10xGraph's skills reference page are
+kept as :meth:`SkillsRegistry.build_trigger_table` / :meth:`SkillsRegistry.build_set_skill_tool`
+for applications that wire them by hand.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from xml.sax.saxutils import escape
 
-import yaml
+from .loader import discover_skills, list_skill_files, load_skill_content, read_skill_file
+from .models import DEFAULT_MAX_RESOURCE_BYTES, SkillDiagnostic, SkillMeta
 
-from tenxgraph.core.exceptions import ValidationError
-
-from .models import SkillMeta
-
-__all__ = ["SkillsRegistry", "parse_skill_file", "resource_path"]
+__all__ = ["SkillsRegistry"]
 
 log = logging.getLogger("tenxgraph.skills")
 
-
-def _split(text: str, path: Path) -> tuple[dict[str, Any], str]:
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise ValidationError(
-            f"{path}: a SKILL.md starts with YAML front matter between '---' lines",
-            context={"file": str(path)},
-        )
-    for i in range(1, len(lines)):
-        if lines[i].strip() == "---":
-            front = yaml.safe_load("".join(lines[1:i])) or {}
-            if not isinstance(front, dict):
-                raise ValidationError(
-                    f"{path}: the front matter must be a YAML mapping", context={"file": str(path)}
-                )
-            return front, "".join(lines[i + 1 :]).lstrip("\n")
-    raise ValidationError(
-        f"{path}: the front matter has no closing '---' line", context={"file": str(path)}
-    )
-
-
-def parse_skill_file(path: str | Path) -> tuple[SkillMeta, str]:
-    """Read one ``SKILL.md``.
-
-    Args:
-        path: the file.
-
-    Returns:
-        ``(meta, content)``: the validated front matter and the Markdown after it.
-
-    Raises:
-        ValidationError: ``VALIDATION_000`` for a file without valid front matter or with
-            fields that fail :class:`SkillMeta`.
-        OSError: the file cannot be read.
-    """
-    p = Path(path)
-    front, body = _split(p.read_text(encoding="utf-8"), p)
-    try:
-        meta = SkillMeta(**{**front, "skill_dir": str(p.parent), "skill_file": str(p)})
-    except Exception as exc:  # pydantic's ValidationError, or TypeError for odd keys
-        raise ValidationError(
-            f"{p}: invalid skill front matter: {exc}", context={"file": str(p)}
-        ) from None
-    return meta, body
-
-
-def resource_path(meta: SkillMeta, resource: str) -> Path:
-    """The real path of resource ``resource`` of skill ``meta``, symbolic links followed.
-
-    ``SkillMeta`` already refuses absolute paths and ``..``; this also refuses a resource whose
-    real path (``Path.resolve``) is outside the real skill directory, such as a symbolic link
-    pointing elsewhere.
-
-    Args:
-        meta: the skill.
-        resource: one of ``meta.resources``.
-
-    Returns:
-        The resolved path (it may not exist; reading it then raises ``OSError``).
-
-    Raises:
-        ValidationError: ``VALIDATION_000`` the path leaves the skill's directory.
-    """
-    root = Path(meta.skill_dir).resolve()
-    path = (root / resource).resolve()
-    if not path.is_relative_to(root):
-        raise ValidationError(
-            f"skill {meta.name!r}: resource {resource!r} resolves to {str(path)!r}, outside the "
-            f"skill's directory {str(root)!r}; refused",
-            context={"skill": meta.name, "resource": resource},
-        )
-    return path
+PathLike = str | os.PathLike[str]
 
 
 class SkillsRegistry:
-    """The skills an agent knows, by name."""
+    """The skills an agent knows, by name.
+
+    Attributes:
+        diagnostics (list[SkillDiagnostic]): what the last :meth:`discover` / :meth:`refresh`
+            found wrong (skipped skills, departures from the format, shadowed names).
+    """
 
     def __init__(self) -> None:
         self._skills: dict[str, SkillMeta] = {}
-        self._content: dict[str, tuple[float, str]] = {}
+        # name -> (mtime of SKILL.md when read, body)
+        self._bodies: dict[str, tuple[float, str]] = {}
+        self.diagnostics: list[SkillDiagnostic] = []
 
     def __len__(self) -> int:
         return len(self._skills)
@@ -109,64 +46,105 @@ class SkillsRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._skills
 
-    def discover(self, skills_dir: str | Path) -> list[SkillMeta]:
-        """Register every ``SKILL.md`` under ``skills_dir`` (recursively, sorted by path).
+    # -- finding skills ----------------------------------------------------------------------
+    def discover(self, skills_dir: PathLike | Sequence[PathLike]) -> list[SkillMeta]:
+        """Register the skills under one directory or a list of them (see
+        :func:`~tenxgraph.core.skills.loader.discover_skills`).
 
-        A file that cannot be parsed is skipped with a warning naming it. Skills found again
-        replace their earlier entry.
+        A name found twice keeps the first (earlier directory, then path order) and the other
+        is reported as shadowed; a name already registered from another file is also kept.
+        A skill found again at the same file is updated. Nothing raises for a bad skill: see
+        :attr:`diagnostics` (each new one is also logged at WARNING).
 
         Args:
-            skills_dir: the directory.
+            skills_dir: the directories.
 
         Returns:
-            The skills found, in path order.
-
-        Raises:
-            ValidationError: ``VALIDATION_000`` when ``skills_dir`` is not a directory or two
-                files declare the same name; the registry is then left as it was.
+            The skills registered or updated by this call.
         """
-        root = Path(skills_dir)
-        if not root.is_dir():
-            raise ValidationError(
-                f"skills_dir {str(root)!r} is not a directory", context={"skills_dir": str(root)}
-            )
-        found: list[SkillMeta] = []
-        seen: dict[str, str] = {}
-        # built aside and swapped in when complete: an error leaves the registry unchanged
-        skills = dict(self._skills)
-        content = dict(self._content)
-        for path in sorted(root.rglob("SKILL.md")):
-            try:
-                meta, body = parse_skill_file(path)
-            except (ValidationError, OSError, yaml.YAMLError) as exc:
-                log.warning("skipping skill file %s: %s", path, exc)
-                continue
-            if meta.name in seen:
-                raise ValidationError(
-                    f"skill name {meta.name!r} is declared by {seen[meta.name]} and {path}",
-                    context={"skill": meta.name},
+        found, diags = discover_skills(skills_dir)
+        added: list[SkillMeta] = []
+        for meta in found:
+            current = self._skills.get(meta.name)
+            if current is not None and current.skill_file != meta.skill_file:
+                diags.append(
+                    SkillDiagnostic(
+                        "warning",
+                        f"Skill {meta.name!r} at {meta.skill_file} is shadowed by the one at "
+                        f"{current.skill_file}",
+                        meta.skill_file,
+                    )
                 )
-            seen[meta.name] = str(path)
-            skills[meta.name] = meta
-            content[meta.name] = (path.stat().st_mtime, body)
-            found.append(meta)
-        self._skills, self._content = skills, content
+                continue
+            self.register(meta)
+            added.append(meta)
+        # logged once: a hot reload finding the same problems again stays quiet
+        for d in diags:
+            if d not in self.diagnostics:
+                log.warning("skills: %s", d)
+        self.diagnostics = diags
+        return added
+
+    def refresh(self, skills_dir: PathLike | Sequence[PathLike]) -> list[SkillMeta]:
+        """Replace the registry's skills by those now under ``skills_dir`` (skills whose
+        folders are gone are forgotten); used by hot reload.
+
+        Returns:
+            The skills now registered, as :meth:`discover` returns them.
+        """
+        fresh = SkillsRegistry()
+        fresh.diagnostics = self.diagnostics
+        found = fresh.discover(skills_dir)
+        for name, meta in fresh._skills.items():
+            cached = self._bodies.get(name)
+            old = self._skills.get(name)
+            if cached is not None and old is not None and old.skill_file == meta.skill_file:
+                fresh._bodies[name] = cached
+        self._skills, self._bodies, self.diagnostics = (
+            fresh._skills,
+            fresh._bodies,
+            fresh.diagnostics,
+        )
         return found
 
-    def register(self, meta: SkillMeta) -> None:
-        """Register one skill by hand (its ``skill_file`` is read for the content)."""
+    def register(self, meta: SkillMeta, replace: bool = False) -> None:
+        """Register one skill.
+
+        Args:
+            meta: the skill (its ``skill_file`` is read for the body).
+            replace: replace a skill of the same name from another file.
+
+        Raises:
+            TypeError: ``meta`` is not a ``SkillMeta``.
+            ValueError: a skill of that name from another file is registered and ``replace``
+                is false (registering the same file again just updates it).
+        """
         if not isinstance(meta, SkillMeta):
             raise TypeError(f"register() takes a SkillMeta, got {type(meta).__name__}")
+        current = self._skills.get(meta.name)
+        if current is not None and current.skill_file != meta.skill_file and not replace:
+            raise ValueError(
+                f"Duplicate skill name {meta.name!r}: {current.skill_file} and "
+                f"{meta.skill_file}; pass replace=True to use the second"
+            )
+        if current is not None and current.skill_file != meta.skill_file:
+            self._bodies.pop(meta.name, None)
         self._skills[meta.name] = meta
-        self._content.pop(meta.name, None)
 
+    def unregister(self, name: str) -> bool:
+        """Forget ``name``; ``True`` when it was registered."""
+        self._bodies.pop(name, None)
+        return self._skills.pop(name, None) is not None
+
+    # -- looking up --------------------------------------------------------------------------
     def get(self, name: str) -> SkillMeta | None:
         """The skill ``name``, or ``None``."""
         return self._skills.get(name)
 
     def get_all(self, tags: Iterable[str] | None = None) -> list[SkillMeta]:
-        """Every skill (with any of ``tags`` when given), by descending priority then name."""
-        wanted = set(tags) if tags else None
+        """Every skill (only those with any of ``tags`` when given; tags compare in lower
+        case), by descending priority then name."""
+        wanted = {t.lower() for t in tags} if tags else None
         skills = [m for m in self._skills.values() if wanted is None or m.tags & wanted]
         return sorted(skills, key=lambda m: (-m.priority, m.name))
 
@@ -174,50 +152,95 @@ class SkillsRegistry:
         """The registered names, sorted."""
         return sorted(self._skills)
 
-    def unregister(self, name: str) -> bool:
-        """Forget ``name``; ``True`` when it was registered."""
-        self._content.pop(name, None)
-        return self._skills.pop(name, None) is not None
-
     def load_content(self, name: str, hot_reload: bool = True) -> str:
-        """The Markdown of skill ``name`` (``""`` for an unknown name).
+        """The body of skill ``name``'s ``SKILL.md`` (``""`` for an unknown name).
 
         Args:
             name: the skill.
-            hot_reload: re-read the file when it changed since it was last read.
-
-        Raises:
-            ValidationError: the file no longer has valid front matter.
-            OSError: the file cannot be read.
+            hot_reload: read the file again when its modification time changed since it was
+                last read (``False``: the first reading is kept).
         """
         meta = self._skills.get(name)
         if meta is None:
             return ""
-        cached = self._content.get(name)
-        path = Path(meta.skill_file)
-        if cached is not None and (not hot_reload or path.stat().st_mtime == cached[0]):
+        cached = self._bodies.get(name)
+        if cached is not None and not hot_reload:
             return cached[1]
-        _, body = parse_skill_file(path)
-        self._content[name] = (path.stat().st_mtime, body)
+        try:
+            mtime = Path(meta.skill_file).stat().st_mtime
+        except OSError:
+            return cached[1] if cached is not None else ""
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
+        body = load_skill_content(meta)
+        self._bodies[name] = (mtime, body)
         return body
 
-    def load_resources(self, name: str) -> dict[str, str]:
-        """The text of each resource file of skill ``name``, by its declared path
-        (``{}`` for an unknown name).
+    def list_files(self, name: str, limit: int | None = None) -> tuple[list[str], bool]:
+        """The files bundled with skill ``name`` (see
+        :func:`~tenxgraph.core.skills.loader.list_skill_files`).
 
-        Raises:
-            OSError: a declared resource cannot be read.
-            ValidationError: ``VALIDATION_000`` a resource resolves outside the skill's
-                directory (a symbolic link pointing out of it).
+        Args:
+            name: the skill.
+            limit: return at most this many.
+
+        Returns:
+            ``(paths, truncated)``; ``([], False)`` for an unknown name.
         """
         meta = self._skills.get(name)
         if meta is None:
+            return [], False
+        files = list_skill_files(meta)
+        if limit is not None and len(files) > limit:
+            return files[:limit], True
+        return files, False
+
+    def read_file(self, name: str, path: str, max_bytes: int) -> str:
+        """A bundled file of skill ``name`` (see
+        :func:`~tenxgraph.core.skills.loader.read_skill_file`).
+
+        Raises:
+            KeyError: no skill ``name``.
+            SkillResourceError: ``VALIDATION_000`` the path is refused or missing.
+        """
+        meta = self._skills.get(name)
+        if meta is None:
+            raise KeyError(name)
+        return read_skill_file(meta, path, max_bytes)
+
+    def load_resources(self, name: str) -> dict[str, str]:
+        """The text of every file bundled with skill ``name``, by relative path (``{}`` for an
+        unknown name); each cut at ``DEFAULT_MAX_RESOURCE_BYTES``."""
+        meta = self._skills.get(name)
+        if meta is None:
             return {}
-        return {r: resource_path(meta, r).read_text(encoding="utf-8") for r in meta.resources}
+        return {
+            f: read_skill_file(meta, f, DEFAULT_MAX_RESOURCE_BYTES) for f in list_skill_files(meta)
+        }
+
+    # -- what the model sees -----------------------------------------------------------------
+    def build_catalog(self, tags: Iterable[str] | None = None) -> str:
+        """The skills as an ``<available_skills>`` XML block (name, description, and
+        triggers when any; by descending priority then name; text XML-escaped); ``""``
+        without skills."""
+        skills = self.get_all(tags)
+        if not skills:
+            return ""
+        parts = ["<available_skills>"]
+        for m in skills:
+            parts.append("<skill>")
+            parts.append(f"<name>{escape(m.name)}</name>")
+            parts.append(f"<description>{escape(m.description)}</description>")
+            if m.triggers:
+                parts.append(f"<triggers>{escape('; '.join(m.triggers))}</triggers>")
+            parts.append("</skill>")
+        parts.append("</available_skills>")
+        return "\n".join(parts)
 
     def build_trigger_table(self, tags: Iterable[str] | None = None) -> str:
         """A Markdown table of the skills (name, description, triggers), by descending
-        priority then name, with a line saying how to load one; ``""`` without skills."""
+        priority then name, with a line saying to load one with ``set_skill``; ``""`` without
+        skills (the prompt of 10xGraph's reference page, for :meth:`build_set_skill_tool`)."""
         skills = self.get_all(tags)
         if not skills:
             return ""
@@ -239,21 +262,22 @@ class SkillsRegistry:
         return "\n".join(rows)
 
     def build_set_skill_tool(self, hot_reload: bool = True) -> Callable[..., str]:
-        """The ``set_skill(skill_name, resource_name=None)`` tool the model calls to load a
-        skill (or one of its resource files).
+        """The ``set_skill(skill_name, resource_name=None)`` tool of 10xGraph's reference
+        page: returns a skill's body, or one of its bundled files.
 
-        The tool raises ``ValueError`` (which answers the model with an error) for an unknown
-        skill or resource, naming the known ones.
+        The tool raises ``ValueError`` (the model gets an error answer) for an unknown skill
+        or file, naming the known ones; a file path leaving the skill is refused the same
+        way.
         """
         registry = self
 
         def set_skill(skill_name: str, resource_name: str | None = None) -> str:
-            """Load the instructions of a skill (or one of its resource files) into the
+            """Load the instructions of a skill (or one of its bundled files) into the
             conversation.
 
             Args:
                 skill_name: the skill's name, from the skills table.
-                resource_name: a resource file of that skill, to read instead of the skill.
+                resource_name: a file of that skill, to read instead of its instructions.
             """
             meta = registry.get(skill_name)
             if meta is None:
@@ -261,12 +285,13 @@ class SkillsRegistry:
                     f"unknown skill {skill_name!r}; known skills: {', '.join(registry.names())}"
                 )
             if resource_name is not None:
-                if resource_name not in meta.resources:
+                files = list_skill_files(meta)
+                if resource_name not in files:
                     raise ValueError(
-                        f"skill {skill_name!r} has no resource {resource_name!r}; its "
-                        f"resources: {', '.join(meta.resources) or '(none)'}"
+                        f"skill {skill_name!r} has no file {resource_name!r}; its files: "
+                        f"{', '.join(files) or '(none)'}"
                     )
-                return resource_path(meta, resource_name).read_text(encoding="utf-8")
+                return read_skill_file(meta, resource_name, DEFAULT_MAX_RESOURCE_BYTES)
             return registry.load_content(skill_name, hot_reload=hot_reload)
 
         return set_skill

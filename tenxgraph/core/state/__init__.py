@@ -25,6 +25,7 @@ from .message_block import (
 from .reducers import MessageList, add_messages, append_items, replace_messages, replace_value
 from .stream_chunks import StreamChunk, StreamEvent
 from .summary_context import SummaryContextManager
+from .tool_result import ToolResult
 
 __all__ = [
     "AgentState",
@@ -52,6 +53,7 @@ __all__ = [
     "TextBlock",
     "TokenUsages",
     "ToolCallBlock",
+    "ToolResult",
     "ToolResultBlock",
     "VideoBlock",
     "add_messages",

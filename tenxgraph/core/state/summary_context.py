@@ -9,7 +9,10 @@ every message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, TypeVar
+
+from tenxgraph.core.exceptions import ConfigError
 
 from .agent_state import AgentState
 from .base_context import BaseContextManager
@@ -70,8 +73,9 @@ class SummaryContextManager(BaseContextManager[S]):
 
     Args:
         model: the model that writes the summary: a model name served by an
-            OpenAI-compatible endpoint (``base_url`` / ``OPENAI_BASE_URL``) or a chat-model
-            object (``tenxgraph.models.ChatModel``).
+            OpenAI-compatible endpoint (``base_url`` / ``OPENAI_BASE_URL``; the model is built
+            when a graph using this manager is compiled) or a chat-model object
+            (``tenxgraph.models.ChatModel``).
         token_budget: estimated tokens above which older messages are summarised (> 0).
         keep_recent: how many recent messages are kept verbatim (>= 1).
         max_tokens: ``max_tokens`` sent with the summary request (``None``: not sent).
@@ -104,10 +108,12 @@ class SummaryContextManager(BaseContextManager[S]):
                 "SummaryContextManager speaks the chat-completions API only (api_style='chat'); "
                 "the Responses API is not supported by tenxgraph"
             )
+        #: a model given by name, as ``(name, base_url, api_key)``, until :meth:`resolve_model`
+        self.model_spec: tuple[str, str | None, str | None] | None = None
         if isinstance(model, str):
-            from tenxgraph.models.openai_compat import OpenAICompatModel
-
-            model = OpenAICompatModel(model, base_url=base_url, api_key=api_key)
+            # built by the graph that uses this manager (compile() calls resolve_model): the
+            # model adapters live above this package and import it
+            self.model_spec, model = (model, base_url, api_key), None
         elif not callable(getattr(model, "agenerate", None)):
             raise ValueError(
                 f"SummaryContextManager(model=...) takes a model name or a chat model, got "
@@ -119,9 +125,23 @@ class SummaryContextManager(BaseContextManager[S]):
         self.max_tokens = max_tokens
         self.summary_prompt = summary_prompt
 
+    def resolve_model(self, build: Callable[[str, str | None, str | None], Any]) -> None:
+        """Build the summary model of a manager given a model name (once; later calls and a
+        manager given a model object keep their model).
+
+        ``StateGraph.compile()`` calls it with the OpenAI-compatible adapter, so a name works
+        in any graph this manager is given to.
+
+        Args:
+            build: called as ``build(name, base_url, api_key)``; returns a chat model.
+        """
+        if self.model is None and self.model_spec is not None:
+            self.model = build(*self.model_spec)
+
     def __repr__(self) -> str:
+        shown = self.model if self.model is not None else self.model_spec and self.model_spec[0]
         return (
-            f"SummaryContextManager(model={self.model!r}, token_budget={self.token_budget}, "
+            f"SummaryContextManager(model={shown!r}, token_budget={self.token_budget}, "
             f"keep_recent={self.keep_recent})"
         )
 
@@ -153,6 +173,8 @@ class SummaryContextManager(BaseContextManager[S]):
 
         Raises:
             ModelError: ``MODEL_001`` the summary model failed.
+            ConfigError: ``CONFIG_001`` for a model given by name that no compiled graph has
+                built yet (:meth:`resolve_model`).
         """
         messages = [m for m in state.context if not m.delta]
         if estimate_tokens(messages) <= self.token_budget:
@@ -169,6 +191,13 @@ class SummaryContextManager(BaseContextManager[S]):
             Message.text_message(self.summary_prompt, role="system"),
             Message.text_message("\n\n".join(parts), role="user"),
         ]
+        if self.model is None:
+            raise ConfigError(
+                f"SummaryContextManager(model={self.model_spec and self.model_spec[0]!r}) builds "
+                "its model when a graph using it is compiled (StateGraph(context_manager=...)); "
+                "outside a graph, pass a chat model object as model=",
+                context={"key": "model"},
+            )
         kwargs = {"max_tokens": self.max_tokens} if self.max_tokens else {}
         answer = await self.model.agenerate(request, None, **kwargs)
         summary = answer.text().strip() if isinstance(answer, Message) else str(answer)

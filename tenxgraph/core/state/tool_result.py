@@ -31,7 +31,10 @@ class ToolResult:
         message: the answer for the model: a ``str``, any JSON-compatible value or a
             ``Message`` (as a plain tool return value).
         state: field name -> new value (default: no update).
+        is_error: the call failed: the answer is an error tool message (``is_error=True`` on
+            its ``ToolResultBlock``, as for a tool that raised) and ``state`` must be empty.
     """
 
     message: Any = ""
     state: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False

@@ -185,9 +185,13 @@ def setup_tracing(
     Raises:
         GraphError: ``GRAPH_001`` when ``graph`` is not a ``StateGraph`` or ``level`` is bad.
     """
-    from tenxgraph.core.graph import StateGraph
-
-    if not isinstance(graph, StateGraph):
+    # A graph builder is recognised by what this function uses of it (its publisher slot, set
+    # before compile()), not by importing StateGraph: core.graph imports this package.
+    if not (
+        hasattr(graph, "_publisher")
+        and callable(getattr(graph, "add_node", None))
+        and callable(getattr(graph, "compile", None))
+    ):
         raise GraphError(
             f"setup_tracing() takes a StateGraph, got {type(graph).__name__}",
             error_code="GRAPH_001",

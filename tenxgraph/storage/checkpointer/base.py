@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar, get_args
+from typing import Any, Generic, Self, TypeVar, cast, get_args
 
 import orjson
 
@@ -48,9 +48,13 @@ from tenxgraph.records import (
 )
 from tenxgraph.storage import _fork, serde
 from tenxgraph.storage._diff import diff_messages
+from tenxgraph.storage._lease_wake import LeaseWaiter
 from tenxgraph.storage.base import StoreTier, report_skipped
 from tenxgraph.storage.kv import CacheValueStore, MemoryKV
+from tenxgraph.storage.retention import check_thread_ttl
 from tenxgraph.telemetry import ATTR, METRIC, NO_SPAN, SPAN, counter, enabled, histogram, span
+
+from ._retention import STATE_CACHE_NS, RetentionMixin
 
 __all__ = ["ADMIN_SCOPE", "BaseCheckpointer", "Loaded", "StateSnapshot"]
 
@@ -63,7 +67,7 @@ StateT = TypeVar("StateT", bound=AgentState)
 
 #: Cache namespaces starting with this are the checkpointer's own (the state cache).
 _RESERVED_NS = "__tenxgraph"
-_STATE_CACHE_NS = "__tenxgraph_state__"
+_STATE_CACHE_NS = STATE_CACHE_NS
 
 
 def _check_cache_name(what: str, value: Any) -> str:
@@ -171,7 +175,7 @@ def _seen_size(key: ThreadKey) -> int:
     return SEEN_ENTRY_BYTES + len(key.thread_id) + len(key.user_id)
 
 
-class BaseCheckpointer(Generic[StateT]):
+class BaseCheckpointer(RetentionMixin, Generic[StateT]):
     """Facade shared by :class:`InMemoryCheckpointer`, :class:`SqliteCheckpointer` and
     ``PgCheckpointer``, and the base of an application's own checkpointer.
 
@@ -213,9 +217,15 @@ class BaseCheckpointer(Generic[StateT]):
         enqueue_timeout_s: seconds a queued run (``enqueue``, ``interrupt``, ``rollback``, or
             a resume) waits for the lease before ``ThreadBusyError`` (default 300.0; ``None``:
             no limit).
+        thread_ttl_s: retention: seconds without a checkpoint after which a thread expires
+            and is deleted by the sweep (:meth:`asweep_threads`, the worker's retention loop,
+            ``tenxgraph threads sweep``); a thread's own TTL (:meth:`aset_thread_ttl`)
+            overrides it. ``None`` (default): threads expire only by their own TTL
+            (docs/how-to/erasure-retention.md).
 
     Raises:
-        ConfigError: ``CONFIG_001`` for an unknown ``multitask_strategy`` or bad lease timing.
+        ConfigError: ``CONFIG_001`` for an unknown ``multitask_strategy``, bad lease timing,
+            or a ``thread_ttl_s`` that is not a number of seconds > 0.
         ValueError: a negative ``state_history_limit``.
         TypeError: a subclass without a store that does not implement ``aget_state`` and
             ``aput_state``.
@@ -234,11 +244,15 @@ class BaseCheckpointer(Generic[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        thread_ttl_s: float | None = None,
     ) -> None:
         if state_history_limit is not None and state_history_limit < 0:
             raise ValueError("state_history_limit must be >= 0 or None")
         #: the default multitask strategy of runs whose config names none
         self.multitask_strategy = check_strategy(multitask_strategy, "multitask_strategy")
+        #: the default time to live of idle threads, seconds (``None``: none; see
+        #: :meth:`asweep_threads`)
+        self.thread_ttl_s = check_thread_ttl(thread_ttl_s)
         self.lease_ttl_s, self.lease_renew_s, self.enqueue_timeout_s = check_lease_timing(
             lease_ttl_s, lease_renew_s, enqueue_timeout_s
         )
@@ -882,6 +896,28 @@ class BaseCheckpointer(Generic[StateT]):
             lapse_s=self.lease_ttl_s,
             queue=queue,
         )
+
+    async def alease_waiter(
+        self, config: dict[str, Any], holder: str, *, start: bool = True
+    ) -> LeaseWaiter | None:
+        """Register ``holder`` as waiting for the config's thread's lease, to be woken when
+        it is released (:mod:`tenxgraph.storage._lease_wake`). Close the registration when
+        done.
+
+        Args:
+            config: the run's validated config (its thread).
+            holder: the waiting run's holder id.
+            start: open the store's listening connection when this process has none yet
+                (``False``: register only when it is already open).
+
+        Returns:
+            The registration; ``None`` when the store cannot wake waiters (memory, SQLite,
+            ``lease_listen=False``) or, with ``start=False``, has not started listening.
+        """
+        waiter = getattr(self._tier("alease_waiter"), "lease_waiter", None)
+        if waiter is None:
+            return None
+        return cast("LeaseWaiter | None", await waiter(self.key_for(config), holder, start=start))
 
     async def alease_peek(self, config: dict[str, Any], holder: str) -> LeaseGrant:
         """What an acquisition attempt would find, changing nothing (a queued run's poll)."""

@@ -114,12 +114,22 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        thread_ttl_s: seconds without a checkpoint after which a thread expires (the
+            retention sweep deletes it); ``None`` (default): only threads given their own TTL
+            (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
         answer_timeout_s: seconds a statement may wait for Postgres's answer (default 10.0;
             ``None``: no limit). A connection that stays silent longer (a black-holed route,
             a frozen server) is shut down: a read fails with ``TransientStorageError``, a
             checkpoint write reads its outcome back and ends within ``answer_timeout_s`` +
             7 s, committed or with ``CommitOutcomeUnknownError``. Connections also get TCP
             keepalives (idle 30 s, interval 10 s, 3 probes) unless the DSN sets its own.
+        lease_listen: a run waiting for a thread's lease is woken by the release (one
+            ``LISTEN`` connection per process and event loop, opened when a run first has to
+            wait; default ``True``); ``False``: waiting runs poll with backoff.
+        listen_dsn: the DSN of that connection when ``postgres_dsn`` goes through a pooler in
+            transaction mode (PgBouncer), which does not keep ``LISTEN``: a direct or
+            session-mode DSN to the same database. Without it, a store behind a pooler polls
+            (docs/how-to/run-lease.md).
         cache_mac_key: the secret (``bytes``, at least 16; e.g. ``os.urandom(32)`` kept in
             the application's secret store) of the keyed MAC each Redis entry carries: a
             cached copy is served only when its tag verifies, so a copy altered in Redis is
@@ -138,7 +148,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             ``user_id_type`` or ``id_type``, a bad ``pooler`` or ``partitions``,
             ``redis_cluster=True`` without ``redis_url`` (or with ``redis``/``redis_pool``), an
             unknown ``multitask_strategy`` or bad lease timing, a ``cache_mac_key`` that is not
-            bytes of at least 16, or one given without a Redis tier.
+            bytes of at least 16, or one given without a Redis tier, a ``lease_listen`` that is
+            not a bool or an empty ``listen_dsn``.
     """
 
     def __init__(
@@ -169,8 +180,11 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        thread_ttl_s: float | None = None,
         answer_timeout_s: float | None = DEFAULT_ANSWER_TIMEOUT_S,
         cache_mac_key: bytes | None = None,
+        lease_listen: bool = True,
+        listen_dsn: str | None = None,
     ) -> None:
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
@@ -227,6 +241,8 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             pooler=pooler,
             partitions=partitions,
             answer_timeout_s=answer_timeout_s,
+            lease_listen=lease_listen,
+            listen_dsn=listen_dsn,
         )
         conninfo = (
             postgres_dsn if postgres_dsn is not None else str(getattr(pg_pool, "conninfo", ""))
@@ -277,6 +293,7 @@ class PgCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            thread_ttl_s=thread_ttl_s,
         )
         self._loop_guards: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, asyncio.Task[None]

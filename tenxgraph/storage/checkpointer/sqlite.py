@@ -37,6 +37,9 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_renew_s: seconds between two renewals by a running holder (default 2.0).
         enqueue_timeout_s: seconds a queued run (or a resume) waits for the lease before
             ``ThreadBusyError`` (default 300.0; ``None``: no limit).
+        thread_ttl_s: seconds without a checkpoint after which a thread expires (the
+            retention sweep deletes it); ``None`` (default): only threads given their own TTL
+            (``aset_thread_ttl``) expire. See docs/how-to/erasure-retention.md.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
         lease_ttl_s: float = 5.0,
         lease_renew_s: float = 2.0,
         enqueue_timeout_s: float | None = 300.0,
+        thread_ttl_s: float | None = None,
     ) -> None:
         check_strategy(multitask_strategy, "multitask_strategy")
         check_lease_timing(lease_ttl_s, lease_renew_s, enqueue_timeout_s)
@@ -68,4 +72,5 @@ class SqliteCheckpointer(BaseCheckpointer[StateT]):
             lease_ttl_s=lease_ttl_s,
             lease_renew_s=lease_renew_s,
             enqueue_timeout_s=enqueue_timeout_s,
+            thread_ttl_s=thread_ttl_s,
         )

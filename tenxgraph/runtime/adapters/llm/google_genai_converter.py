@@ -1,22 +1,24 @@
-"""``GoogleGenAIConverter``: Gemini ``generateContent`` answers (``google-genai`` SDK objects,
-objects with the same attributes, or dicts) to tenxgraph messages.
+"""``GoogleGenAIConverter``: Gemini responses (``google.genai`` objects) to tenxgraph messages,
+with the same parsing as ``tenxgraph.models.google`` (10xGraph's converter name ``"google"``).
 
-Parts: text (a ``thought`` part becomes a ``ReasoningBlock``), ``function_call`` (a tool
-call), ``inline_data`` (an image, audio, video or document block by MIME type, the bytes
-base64-encoded) and ``file_data`` (the same blocks, referencing the file URI).
-tenxgraph's own Gemini adapter is :mod:`tenxgraph.models.google`; this converter serves code
-that calls the SDK itself.
+The SDK is not imported: responses are read by attribute (``candidates``, ``usage_metadata``,
+``response_id``, ``model_version``), so objects shaped like the SDK's work too. Text,
+``function_call`` s, thoughts and usage are read as the Gemini adapter reads them
+(:func:`tenxgraph.models.google.gemini_message`); thoughts also become a ``ReasoningBlock``,
+and media parts become blocks after the text: ``inline_data`` an image, audio, video or
+document block by MIME type (bytes base64-encoded), ``file_data`` the same referencing its
+file URI.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+from tenxgraph.core.exceptions import ValidationError
 from tenxgraph.core.state import Message
-from tenxgraph.core.state.message import TokenUsages
 from tenxgraph.core.state.message_block import ReasoningBlock, TextBlock
-from tenxgraph.models.base import assistant_message
+from tenxgraph.models.google import _parts, gemini_message
 from tenxgraph.runtime.publisher.events import EventModel
 
 from ._fields import field, items, media_block
@@ -25,29 +27,32 @@ from .base_converter import BaseConverter
 __all__ = ["GoogleGenAIConverter"]
 
 
-def _usage(meta: Any) -> TokenUsages | None:
-    if meta is None:
-        return None
-    prompt = int(field(meta, "prompt_token_count", 0) or 0)
-    completion = int(field(meta, "candidates_token_count", 0) or 0)
-    return TokenUsages(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=int(field(meta, "total_token_count", 0) or prompt + completion),
-        reasoning_tokens=int(field(meta, "thoughts_token_count", 0) or 0),
-        cache_read_input_tokens=int(field(meta, "cached_content_token_count", 0) or 0),
-    )
+def _check(response: Any) -> None:
+    if not hasattr(response, "candidates"):
+        raise ValidationError(
+            "GoogleGenAIConverter takes a GenerateContentResponse (an object with "
+            f"'candidates'), got {type(response).__name__}",
+            context={"field": "response", "reason": "unsupported type"},
+        )
 
 
-def _parts(response: Any) -> list[Any]:
-    candidates = field(response, "candidates") or []
-    if not candidates:
-        return []
-    return list(field(field(candidates[0], "content"), "parts") or [])
+async def _chunks(response: Any) -> AsyncIterator[Any]:
+    async for chunk in items(response, "GoogleGenAIConverter"):
+        _check(chunk)
+        yield chunk
 
 
 class GoogleGenAIConverter(BaseConverter):
-    """Converts Gemini answers (module docstring)."""
+    """Converts Gemini ``GenerateContentResponse`` s (module docstring).
+
+    ``convert_response`` takes one response; ``convert_streaming_response`` takes an iterable
+    or async iterable of them (as ``generate_content_stream`` yields) and yields a delta message
+    per text or thought fragment and per media part, then the complete message (function
+    calls included).
+
+    Raises:
+        ValidationError: ``VALIDATION_000`` for a response without ``candidates``.
+    """
 
     def _process_inline_media_part(self, part: Any, blocks: list[Any]) -> None:
         """Append the media block of a part's ``inline_data``, if it has one."""
@@ -65,66 +70,39 @@ class GoogleGenAIConverter(BaseConverter):
             if block is not None:
                 blocks.append(block)
 
-    def _read(
-        self, parts: list[Any], text: list[str], thoughts: list[str], calls: list[Any]
-    ) -> list[Any]:
-        media: list[Any] = []
-        for part in parts:
-            piece = field(part, "text")
-            if piece:
-                (thoughts if field(part, "thought") else text).append(str(piece))
-            call = field(part, "function_call")
-            if call is not None:
-                calls.append(
-                    {
-                        "id": field(call, "id") or "",
-                        "name": field(call, "name") or "",
-                        "args": dict(field(call, "args") or {}),
-                    }
-                )
-            self._process_inline_media_part(part, media)
-            self._process_file_media_part(part, media)
-        return media
+    def _media(self, part: Any) -> list[Any]:
+        blocks: list[Any] = []
+        self._process_inline_media_part(part, blocks)
+        self._process_file_media_part(part, blocks)
+        return blocks
 
-    @staticmethod
-    def _message(
-        text: list[str],
-        thoughts: list[str],
-        calls: list[Any],
-        media: list[Any],
-        usage: Any,
-        metadata: dict[str, Any],
+    def _complete(
+        self, model: str, parts: list[Any], usage: Any, finish: Any, resp_id: Any
     ) -> Message:
-        msg = assistant_message(
-            "".join(text) or None,
-            calls,
-            usages=_usage(usage),
-            metadata={k: v for k, v in metadata.items() if v is not None},
-        )
-        lead: list[Any] = [ReasoningBlock(thinking="".join(thoughts))] if thoughts else []
-        msg.content = lead + list(msg.content) + media
+        msg = gemini_message(model, parts, usage, finish, resp_id)
+        lead: list[Any] = [ReasoningBlock(thinking=msg.reasoning)] if msg.reasoning else []
+        media = [b for part in parts for b in self._media(part)]
+        if lead or media:
+            msg.content = lead + list(msg.content) + media
         return msg
 
     async def convert_response(self, response: Any) -> Message:
-        """Convert one answer (the first candidate's parts; usage from
-        ``usage_metadata``)."""
-        text: list[str] = []
-        thoughts: list[str] = []
-        calls: list[Any] = []
-        media = self._read(_parts(response), text, thoughts, calls)
-        candidates = field(response, "candidates") or [None]
-        finish = field(candidates[0], "finish_reason")
-        return self._message(
-            text,
-            thoughts,
-            calls,
-            media,
-            field(response, "usage_metadata"),
-            {
-                "model": field(response, "model_version"),
-                "response_id": field(response, "response_id"),
-                "finish_reason": str(finish) if finish is not None else None,
-            },
+        """Convert one response.
+
+        Args:
+            response: a ``google.genai.types.GenerateContentResponse`` (or alike).
+
+        Returns:
+            Message: the assistant message.
+        """
+        _check(response)
+        cands = response.candidates or []
+        return self._complete(
+            str(getattr(response, "model_version", "") or ""),
+            _parts(response),
+            getattr(response, "usage_metadata", None),
+            getattr(cands[0], "finish_reason", None) if cands else None,
+            getattr(response, "response_id", None),
         )
 
     async def convert_streaming_response(
@@ -134,55 +112,44 @@ class GoogleGenAIConverter(BaseConverter):
         response: Any,
         meta: dict[str, Any] | None = None,
     ) -> AsyncGenerator[Message | EventModel]:
-        """Convert a stream of chunks: a delta message per text or thought piece and per
-        media part, then the complete message.
+        """Convert a stream of responses.
 
         Args:
-            config: the run config (not read).
-            node_name: the node producing the response (not read).
-            response: an iterable or async iterable of chunks.
+            config: the run config (unused by this converter beyond the interface).
+            node_name: the node producing the response (unused likewise).
+            response: an iterable or async iterable of responses.
             meta: merged into the final message's ``metadata``.
 
-        Raises:
-            ValidationError: ``VALIDATION_000`` when ``response`` is not iterable.
+        Yields:
+            Message: the delta messages, then the complete message.
         """
         del config, node_name
-        text: list[str] = []
-        thoughts: list[str] = []
-        calls: list[Any] = []
-        media: list[Any] = []
-        usage: list[Any] = [None]
+        parts: list[Any] = []
+        usage: Any = None
+        finish: Any = None
+        resp_id: Any = None
         delta_id = Message(role="assistant").message_id
-
-        def on_chunk(chunk: Any) -> list[Message]:
-            n_text, n_thought = len(text), len(thoughts)
-            new_media = self._read(_parts(chunk), text, thoughts, calls)
-            media.extend(new_media)
-            if field(chunk, "usage_metadata") is not None:
-                usage[0] = field(chunk, "usage_metadata")
-            blocks: list[Any] = [ReasoningBlock(thinking=t) for t in thoughts[n_thought:]]
-            out = (
-                [Message(message_id=delta_id, role="assistant", content=blocks, delta=True)]
-                if blocks
-                else []
-            )
-            out += [
-                Message(
-                    message_id=delta_id,
-                    role="assistant",
-                    content=[TextBlock(text=t)],
-                    delta=True,
-                )
-                for t in text[n_text:]
-            ]
-            out += [
-                Message(message_id=delta_id, role="assistant", content=[b], delta=True)
-                for b in new_media
-            ]
-            return out
-
-        async for chunk in items(response, "GoogleGenAIConverter"):
-            for msg in on_chunk(chunk):
-                yield msg
-        final = self._message(text, thoughts, calls, media, usage[0], dict(meta or {}))
+        async for chunk in _chunks(response):
+            usage = getattr(chunk, "usage_metadata", None) or usage
+            resp_id = getattr(chunk, "response_id", None) or resp_id
+            cands = getattr(chunk, "candidates", None) or []
+            if cands and getattr(cands[0], "finish_reason", None) is not None:
+                finish = cands[0].finish_reason
+            for part in _parts(chunk):
+                parts.append(part)
+                text = getattr(part, "text", None)
+                blocks: list[Any] = []
+                if getattr(part, "function_call", None) is None and text:
+                    thought = bool(getattr(part, "thought", False))
+                    blocks.append(
+                        ReasoningBlock(thinking=text) if thought else TextBlock(text=text)
+                    )
+                blocks.extend(self._media(part))
+                for block in blocks:
+                    yield Message(
+                        message_id=delta_id, role="assistant", content=[block], delta=True
+                    )
+        final = self._complete("", parts, usage, finish, resp_id)
+        if meta:
+            final.metadata.update(meta)
         yield final
