@@ -15,8 +15,9 @@ py="$scratch/venv/bin/python"
 if [ ! -x "$py" ]; then
   "${BASE_PYTHON:-python3}" -m venv "$scratch/venv"
 fi
-# The suite's own test tools (pytest-asyncio, pytest-env), Pillow for its images, and tenxgraph.
-"$py" -m pip install -q pytest pytest-asyncio pytest-env Pillow -e "$repo" >/dev/null 2>&1
+# The suite's own test tools (pytest-asyncio, pytest-env), Pillow and piexif for its images, and
+# tenxgraph with its google extra (the suite converts prompts to google-genai objects).
+"$py" -m pip install -q pytest pytest-asyncio pytest-env Pillow piexif -e "$repo[google]" >/dev/null 2>&1
 
 mkdir -p "$scratch/sdist"
 if [ ! -f "$scratch/sdist/10xgraph-$version.tar.gz" ]; then

@@ -550,6 +550,34 @@ RUNS_HALF_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.core.state.stream_chunks import StreamEvent",
         "concepts/state-graph, concepts/streaming",
     ),
+    ("from tenxgraph.storage.media import BaseMediaStore", "reference/python/media"),
+    (
+        "from tenxgraph.storage.media import DocumentHandling, ImageHandling, InMemoryMediaStore, MultimodalConfig",
+        "concepts/media-and-files",
+    ),
+    (
+        "from tenxgraph.storage.media import DocumentHandling, ImageHandling, MultimodalConfig",
+        "concepts/media-and-files, reference/python/media",
+    ),
+    ("from tenxgraph.storage.media import InMemoryMediaStore", "concepts/media-and-files"),
+    (
+        "from tenxgraph.storage.media import LocalFileMediaStore",
+        "reference/python/media, troubleshooting/error-patterns",
+    ),
+    ("from tenxgraph.storage.media import MediaOffloadPolicy", "reference/python/media"),
+    (
+        "from tenxgraph.storage.media import MediaOffloadPolicy, ensure_media_offloaded",
+        "reference/python/media",
+    ),
+    ("from tenxgraph.storage.media import MediaRefResolver", "reference/python/media"),
+    (
+        "from tenxgraph.storage.media import create_openai_file_attachment, create_openai_file_search_tool",
+        "reference/python/media",
+    ),
+    ("from tenxgraph.storage.media.config import MultimodalConfig", "reference/python/agent"),
+    ("from tenxgraph.storage.media.storage import CloudMediaStore", "concepts/media-and-files"),
+    ("from tenxgraph.storage.media.storage import LocalFileMediaStore", "concepts/media-and-files"),
+    ("from tenxgraph.storage.media.storage.base import BaseMediaStore", "concepts/extensibility"),
 )
 
 #: Documented utilities tenxgraph does not provide (listed in docs/compat-10xgraph.md).
@@ -908,34 +936,6 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.runtime.publisher import setup_observability",
         "how-to/python/send-traces-to-logfire-langsmith, reference/python/publishers",
     ),
-    ("from tenxgraph.storage.media import BaseMediaStore", "reference/python/media"),
-    (
-        "from tenxgraph.storage.media import DocumentHandling, ImageHandling, InMemoryMediaStore, MultimodalConfig",
-        "concepts/media-and-files",
-    ),
-    (
-        "from tenxgraph.storage.media import DocumentHandling, ImageHandling, MultimodalConfig",
-        "concepts/media-and-files, reference/python/media",
-    ),
-    ("from tenxgraph.storage.media import InMemoryMediaStore", "concepts/media-and-files"),
-    (
-        "from tenxgraph.storage.media import LocalFileMediaStore",
-        "reference/python/media, troubleshooting/error-patterns",
-    ),
-    ("from tenxgraph.storage.media import MediaOffloadPolicy", "reference/python/media"),
-    (
-        "from tenxgraph.storage.media import MediaOffloadPolicy, ensure_media_offloaded",
-        "reference/python/media",
-    ),
-    ("from tenxgraph.storage.media import MediaRefResolver", "reference/python/media"),
-    (
-        "from tenxgraph.storage.media import create_openai_file_attachment, create_openai_file_search_tool",
-        "reference/python/media",
-    ),
-    ("from tenxgraph.storage.media.config import MultimodalConfig", "reference/python/agent"),
-    ("from tenxgraph.storage.media.storage import CloudMediaStore", "concepts/media-and-files"),
-    ("from tenxgraph.storage.media.storage import LocalFileMediaStore", "concepts/media-and-files"),
-    ("from tenxgraph.storage.media.storage.base import BaseMediaStore", "concepts/extensibility"),
     (
         "from tenxgraph.storage.store import BaseStore",
         "concepts/memory, how-to/python/choose-the-right-abstraction, how-to/python/use-custom-nodes, reference/python/graph, reference/python/memory-stores",

@@ -785,6 +785,11 @@ async def _run_body(
     granularity: ResponseGranularity,
 ) -> AsyncGenerator[StreamChunk | RunResult | None, None]:
     graph, rc, state_cls, run_span = run.graph, run.rc, run.graph.state_class, run.span
+    if input_msgs and graph.media_store is not None:
+        from tenxgraph.storage.media.offload import ensure_media_offloaded
+
+        for m in input_msgs:  # before anything is written: checkpoints keep references only
+            await ensure_media_offloaded(m, graph.media_store)
     if input_msgs and graph.callback_manager is not None:
         await validate_input(run.ctx, graph, input_msgs)  # before anything is read or written
     has_new_input = bool(input_msgs or field_updates)

@@ -26,6 +26,8 @@ __all__ = [
     "InterruptPendingError",
     "GraphStopRequested",
     "LedgerWriteError",
+    "MediaError",
+    "MediaNotFoundError",
     "MetricsError",
     "NodeError",
     "NodeTimeoutError",
@@ -95,6 +97,9 @@ ERROR_CODES: dict[str, str] = {
         "another run holds the thread's lease (multitask_strategy 'reject'), or a queued run "
         "waited longer than its timeout for it"
     ),
+    "MEDIA_000": "a media store or media reference failed (upload, download, decode)",
+    "MEDIA_001": "an internal graph://media/ reference met no media store: pass media_store=",
+    "MEDIA_NOT_FOUND_000": "no media is stored under the key an internal reference names",
     "METRICS_000": "a metric could not be emitted (logged, never raised by the runtime)",
     "RUN_JOIN_TIMEOUT_001": "a background run did not finish within the timeout given to join",
 }
@@ -457,6 +462,28 @@ class ResourceNotFoundError(StorageError):
     """
 
     default_code = "STORAGE_NOT_FOUND_000"
+
+
+class MediaError(StorageError, RuntimeError):
+    """A media store or media reference failed (``MEDIA_000``), or an internal
+    ``graph://media/{key}`` reference had to be resolved without a media store (``MEDIA_001``:
+    pass ``media_store=`` to ``compile()`` or to the resolver). Also a ``RuntimeError``, as
+    10xGraph raises one there. ``context``: ``key`` and ``backend`` where known.
+    """
+
+    default_code = "MEDIA_000"
+
+
+class MediaNotFoundError(StorageError, KeyError):
+    """No media is stored under a key (``MEDIA_NOT_FOUND_000``); also a ``KeyError``, as
+    10xGraph's media stores raise one. ``context``: ``key``.
+    """
+
+    default_code = "MEDIA_NOT_FOUND_000"
+
+    def __str__(self) -> str:
+        # KeyError would quote the text; keep the family's "[CODE] message" form.
+        return f"[{self.error_code}] {self.message}"
 
 
 class LedgerWriteError(StorageError):

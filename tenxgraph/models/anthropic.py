@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.models._anthropic_parts import content_parts_to_anthropic
 from tenxgraph.models.base import ModelError, assistant_message
 from tenxgraph.models.openai_compat import to_openai_messages
 
@@ -98,11 +99,10 @@ def to_anthropic_request(
             )
         else:
             content = wire.get("content")
-            if isinstance(content, list):
-                text = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            if isinstance(content, list):  # images and documents: content blocks
+                add("user", content_parts_to_anthropic(content))
             else:
-                text = str(content or "")
-            add("user", [{"type": "text", "text": text}])
+                add("user", [{"type": "text", "text": str(content or "")}])
     specs = None
     if tools:
         specs = [

@@ -20,6 +20,7 @@ import orjson
 import pydantic
 
 from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.models._gemini_parts import content_parts_to_gemini
 from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
 from tenxgraph.models.openai_compat import to_openai_messages
 
@@ -125,11 +126,10 @@ def to_gemini_request(
             )
         else:
             user = wire.get("content")
-            if isinstance(user, list):
-                text = "".join(p.get("text", "") for p in user if p.get("type") == "text")
+            if isinstance(user, list):  # images, audio, documents: inline_data / file_data
+                add("user", content_parts_to_gemini(user, fetch=False))
             else:
-                text = str(user or "")
-            add("user", [{"text": text}])
+                add("user", [{"text": str(user or "")}])
     specs = None
     if tools:
         decls = []
@@ -175,7 +175,7 @@ def gemini_message(model: str, parts: list[Any], usage: Any, finish: Any, resp_i
         if call is not None:
             calls.append(
                 {
-                    "id": call.id or new_tool_call_id(),
+                    "id": getattr(call, "id", None) or new_tool_call_id(),
                     "name": call.name,
                     "arguments": dict(call.args or {}),
                 }

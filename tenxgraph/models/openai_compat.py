@@ -133,6 +133,12 @@ def _user_content(msg: Message) -> str | list[dict[str, Any]]:
             )
         elif isinstance(block, DocumentBlock) and (block.text or block.excerpt):
             parts.append({"type": "text", "text": block.text or block.excerpt or ""})
+        elif isinstance(block, DocumentBlock) and block.media and block.media.data_base64:
+            rich = True  # chat completions' file part (PDFs), read by Gemini / Claude too
+            mime = block.media.mime_type or "application/pdf"
+            data_url = f"data:{mime};base64,{block.media.data_base64}"
+            name = block.media.filename or "document.pdf"
+            parts.append({"type": "file", "file": {"filename": name, "file_data": data_url}})
         elif isinstance(block, ToolResultBlock):
             parts.append({"type": "text", "text": _json_text(block.content)})
     if rich:

@@ -107,13 +107,24 @@ def test_container_and_lifecycle_hook_take_only_their_types() -> None:
     assert info.value.error_code == "GRAPH_001"
 
 
-@pytest.mark.parametrize("name", ["store", "media_store"])
-def test_documented_compile_features_tenxgraph_lacks_are_refused(name: str) -> None:
+def test_documented_compile_features_tenxgraph_lacks_are_refused() -> None:
     g = basket_graph(Basket())
-    g.compile(**{name: None})
+    g.compile(store=None)
     with pytest.raises(UnsupportedArgumentError) as info:
-        g.compile(**{name: object()})
+        g.compile(store=object())
     assert info.value.error_code == "GRAPH_010"
+
+
+def test_compile_takes_a_media_store_and_refuses_other_objects() -> None:
+    from tenxgraph.storage.media import InMemoryMediaStore
+
+    g = basket_graph(Basket())
+    store = InMemoryMediaStore()
+    assert g.compile(media_store=store).media_store is store
+    assert g.compile(media_store=None).media_store is None
+    with pytest.raises(GraphError) as info:
+        g.compile(media_store=object())
+    assert info.value.error_code == "GRAPH_001"
 
 
 @pytest.mark.parametrize("bad", [-1, "30", True])

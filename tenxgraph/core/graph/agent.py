@@ -48,9 +48,11 @@ from tenxgraph.models.base import ChatModel, ModelError, StructuredOutputError, 
 from tenxgraph.models.openai import sdk_available as openai_sdk_available
 from tenxgraph.models.openai_compat import OpenAICompatModel, strip_provider
 from tenxgraph.models.providers import PROVIDERS, infer_provider, make_provider_model
+from tenxgraph.storage.media.config import ImageHandling, MultimodalConfig
 from tenxgraph.telemetry import ATTR, SPAN, enabled, record_error, start_span, use_span
 
 from .agent_internal.constants import RetryConfig
+from .agent_internal.media import prepare_media
 from .agent_internal.skills import SKILL_TOOL_NAMES, AgentSkillsMixin
 from .agent_internal.tool_pairing import pair_tool_results
 from .base_agent import BaseAgent
@@ -155,6 +157,25 @@ def _retry_config(value: Any) -> RetryConfig | None:
         f"{type(value).__name__}",
         context={"argument": "retry_config", "where": "Agent", "did_you_mean": None},
     )
+
+
+def _multimodal_config(value: Any) -> MultimodalConfig | None:
+    """``Agent(multimodal_config=...)`` checked: a ``MultimodalConfig`` or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, MultimodalConfig):
+        raise GraphError(
+            "Agent(multimodal_config=...) takes a tenxgraph.storage.media.MultimodalConfig, got "
+            f"{type(value).__name__}",
+            error_code="GRAPH_001",
+            context={"parameter": "multimodal_config"},
+        )
+    if value.image_handling is ImageHandling.FILE_ID:
+        raise _unsupported(
+            "multimodal_config.image_handling",
+            "provider file uploads are not implemented: use BASE64 or URL",
+        )
+    return value
 
 
 def _unsupported(name: str, hint: str) -> UnsupportedArgumentError:
@@ -320,6 +341,13 @@ class Agent(BaseAgent, AgentSkillsMixin):
             a tool result; it needs ``tool_node`` once skills are found. ``mode="session"``:
             the skill named by the state field ``preload_from`` is sent as a system message.
             ``skills_dir=None`` disables skills.
+        multimodal_config: a ``tenxgraph.storage.media.MultimodalConfig``: inline images are
+            validated (type, ``max_image_size_mb``) and scaled down to
+            ``max_image_dimension`` before each model call; ``image_handling=URL`` sends a
+            stored image as its store's signed URL when it has one; ``document_handling``
+            skips documents (``SKIP``), sends their raw bytes (``FORWARD_RAW``), or
+            (``EXTRACT_TEXT``) their text, decoding text documents and refusing types outside
+            ``supported_doc_types``. Applied to a copy of the prompt, never to the state.
         **model_params: sampling parameters (``temperature``, ``max_tokens``, ``top_p``,
             ``stop``, ``tool_choice``...): sent with each request for a model name, passed as
             keyword arguments to ``agenerate`` for a model object.
@@ -332,7 +360,7 @@ class Agent(BaseAgent, AgentSkillsMixin):
     Raises:
         UnsupportedArgumentError: ``GRAPH_010`` for options tenxgraph does not implement
             (``api_style="responses"`` for a model object or another provider, ``memory``,
-            ``multimodal_config``, media ``output_type`` s, providers other than ``openai`` /
+            ``multimodal_config`` with ``image_handling=FILE_ID``, media ``output_type`` s, providers other than ``openai`` /
             ``google`` / ``anthropic``), ``GRAPH_009`` for a malformed ``retry_config`` /
             ``reasoning_config``.
         ModelError: ``MODEL_001`` the provider's SDK is not installed (``google``,
@@ -381,12 +409,10 @@ class Agent(BaseAgent, AgentSkillsMixin):
             raise _unsupported(
                 "api_style", "'responses' applies to a model given by name (provider='openai')"
             )
-        for name, value in (
-            ("memory", memory),
-            ("multimodal_config", multimodal_config),
-        ):
+        for name, value in (("memory", memory),):
             if value is not None:
                 raise _unsupported(name, "leave it unset")
+        self.multimodal_config = _multimodal_config(multimodal_config)
         if provider not in (None, *PROVIDERS):
             raise _unsupported("provider", f"use one of {PROVIDERS} (or leave it unset)")
         if provider is None and isinstance(model, str):
@@ -674,6 +700,7 @@ class Agent(BaseAgent, AgentSkillsMixin):
         extra: dict[str, Any],
     ) -> AsyncGenerator[Message, None]:
         """Ask the model (then each fallback); yield its delta fragments, then the answer."""
+        messages = await prepare_media(messages, self.multimodal_config)
         models = [self.model, *self.fallbacks]
         last: ModelError | None = None
         skipped: list[str] = []

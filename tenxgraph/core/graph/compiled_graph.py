@@ -134,6 +134,8 @@ class CompiledGraph(Generic[StateT]):
         self.context_manager = builder.context_manager
         #: callbacks around model and tool calls (``compile(callback_manager=)``), or ``None``
         self.callback_manager: Any = None
+        #: where input media is offloaded and references are read (``compile(media_store=)``)
+        self.media_store: Any = None
         #: graph lifecycle hooks (``compile(lifecycle_hook=)`` and the callback manager's), or
         #: ``None`` when there are none
         self.lifecycle_hooks: LifecycleHooks | None = None

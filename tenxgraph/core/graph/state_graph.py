@@ -21,6 +21,7 @@ from .node import Node
 if TYPE_CHECKING:
     from tenxgraph.runtime.publisher import BasePublisher
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+    from tenxgraph.storage.media.storage.base import BaseMediaStore
     from tenxgraph.utils.lifecycle import GraphLifecycleHook
 
     from .compiled_graph import CompiledGraph
@@ -37,7 +38,6 @@ _STATEGRAPH_NOT_SUPPORTED: dict[str, str] = {}
 #: Documented 10xGraph ``compile()`` arguments whose features tenxgraph does not provide.
 _COMPILE_NOT_SUPPORTED = {
     "store": "long-term memory stores (BaseStore, Qdrant, Mem0) are not part of tenxgraph",
-    "media_store": "media stores are not part of tenxgraph",
 }
 
 #: Run settings some 10xGraph pages pass to ``compile()``; the graph reference makes them
@@ -335,6 +335,7 @@ class StateGraph(Generic[StateT]):
         id_generator: BaseIDGenerator | None = None,
         publisher: BasePublisher | None = None,
         lifecycle_hook: GraphLifecycleHook | None = None,
+        media_store: BaseMediaStore | None = None,
         **kwargs: Any,
     ) -> CompiledGraph[StateT]:
         """Validate and return a runnable graph.
@@ -358,15 +359,19 @@ class StateGraph(Generic[StateT]):
                 run's structural points (``tenxgraph.utils.lifecycle``), before the hooks
                 registered on ``callback_manager`` (``register_lifecycle_hook``; those
                 registered by ``compile()`` time count).
-            **kwargs: 10xGraph's documented arguments ``store`` and ``media_store`` name
-                features tenxgraph does not provide; ``None`` is accepted, anything else is
-                refused (``GRAPH_010``).
+            media_store: a ``tenxgraph.storage.media.BaseMediaStore``: inline media of each
+                run's input messages larger than 50,000 bytes is moved there before the run
+                starts (``ensure_media_offloaded``), so checkpoints keep a
+                ``graph://media/{key}`` reference, and an ``Agent`` reads such references
+                back for its model (``None``: media stays inline, references cannot be read).
+            **kwargs: 10xGraph's documented argument ``store`` names a feature tenxgraph does
+                not provide; ``None`` is accepted, anything else is refused (``GRAPH_010``).
                 ``recursion_limit`` and ``execution_timeout`` (passed to ``compile`` on some
                 pages) are refused with ``GRAPH_009`` naming the run-config key to use.
 
         Raises:
-            GraphError: see :meth:`validate`; ``GRAPH_001`` when ``callback_manager`` or
-                ``lifecycle_hook`` has the wrong type.
+            GraphError: see :meth:`validate`; ``GRAPH_001`` when ``callback_manager``,
+                ``lifecycle_hook`` or ``media_store`` has the wrong type.
             UnsupportedArgumentError: ``GRAPH_009`` for an unknown keyword argument or a
                 negative / non-numeric ``shutdown_timeout``, ``GRAPH_010`` for a documented
                 argument whose feature is not provided.
@@ -388,6 +393,7 @@ class StateGraph(Generic[StateT]):
                 "id_generator",
                 "publisher",
                 "lifecycle_hook",
+                "media_store",
             ),
             _COMPILE_NOT_SUPPORTED,
             _COMPILE_HINTS,
@@ -441,6 +447,7 @@ class StateGraph(Generic[StateT]):
             self, checkpointer, ib, ia, shutdown_timeout=float(shutdown_timeout)
         )
         app.callback_manager = callback_manager
+        app.media_store = _check_media_store(media_store)
         app.lifecycle_hooks = build_hooks(lifecycle_hook, callback_manager)
         bind_graph(app)
         if publisher is not None:
@@ -466,6 +473,21 @@ def _check_publisher(publisher: Any) -> BasePublisher | None:
             context={"argument": "publisher"},
         )
     return publisher
+
+
+def _check_media_store(store: Any) -> BaseMediaStore | None:
+    if store is None:
+        return None
+    from tenxgraph.storage.media.storage.base import BaseMediaStore
+
+    if not isinstance(store, BaseMediaStore):
+        raise GraphError(
+            f"media_store must be a tenxgraph.storage.media.BaseMediaStore, got "
+            f"{type(store).__name__}",
+            error_code="GRAPH_001",
+            context={"argument": "media_store"},
+        )
+    return store
 
 
 def _check_id_generator(generator: Any) -> BaseIDGenerator | None:

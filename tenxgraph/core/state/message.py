@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import base64
+import mimetypes
 import time
-from typing import Any, Literal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tenxgraph._uuid import uuid4_str
 
-from .message_block import ContentBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from .message_block import (
+    AudioBlock,
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    MediaRef,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
 
-__all__ = ["Message", "TokenUsages", "Role"]
+if TYPE_CHECKING:
+    from tenxgraph.storage.media.storage.base import BaseMediaStore
+
+__all__ = ["Message", "TokenUsages", "Role", "generate_id"]
 
 #: The roles a message may have; anything else is rejected at construction.
 Role = Literal["user", "assistant", "system", "tool"]
@@ -19,6 +36,42 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 def _new_id() -> str:
     return uuid4_str()
+
+
+def generate_id(default_id: str | int | None = None) -> str | int:
+    """A message id: ``default_id`` when given, else a fresh uuid4 string.
+
+    Args:
+        default_id: an id the caller already has (``str`` or ``int``).
+    """
+    return default_id if default_id is not None else _new_id()
+
+
+MediaKind = Literal["image", "audio", "video", "document"]
+
+
+def _media_block(media: MediaRef, as_type: MediaKind | None = None) -> ContentBlock:
+    """The content block for ``media``: ``as_type``, or chosen by its MIME type (``image/*``,
+    ``audio/*``, ``video/*``, anything else a document)."""
+    kind = as_type or (media.mime_type or "").split("/", 1)[0]
+    if kind == "image":
+        return ImageBlock(media=media)
+    if kind == "audio":
+        return AudioBlock(media=media)
+    if kind == "video":
+        return VideoBlock(media=media)
+    if as_type not in (None, "document"):
+        raise ValueError(f"as_type must be image, audio, video or document, not {as_type!r}")
+    return DocumentBlock(media=media)
+
+
+def _read_file(path: str | Path, mime_type: str | None) -> tuple[bytes, str, str]:
+    """``(bytes, MIME type, file name)`` of a file; the type guessed from its name when not
+    given (``application/octet-stream`` when unknown). Raises ``FileNotFoundError``."""
+    p = Path(path)
+    data = p.read_bytes()
+    mime = mime_type or mimetypes.guess_type(p.name)[0] or "application/octet-stream"
+    return data, mime, p.name
 
 
 class TokenUsages(BaseModel):
@@ -142,6 +195,141 @@ class Message(BaseModel):
         if message_id is not None:
             kwargs["message_id"] = message_id
         return cls(**kwargs)
+
+    @classmethod
+    def image_message(
+        cls,
+        image_url: str | None = None,
+        image_base64: str | None = None,
+        mime_type: str | None = None,
+        text: str | None = None,
+        role: Role = "user",
+    ) -> Message:
+        """A message with an optional text block followed by one image.
+
+        Args:
+            image_url: the image's URL (``http(s)://``, ``data:`` or ``graph://media/{key}``).
+            image_base64: the image's bytes as standard base64 (used when ``image_url`` is
+                not given).
+            mime_type: the image's MIME type, e.g. ``"image/jpeg"``.
+            text: text placed before the image.
+            role: the message's role (default ``"user"``).
+
+        Raises:
+            ValueError: when neither ``image_url`` nor ``image_base64`` is given.
+        """
+        if image_url:
+            media = MediaRef(kind="url", url=image_url, mime_type=mime_type)
+        elif image_base64:
+            media = MediaRef(kind="data", data_base64=image_base64, mime_type=mime_type)
+        else:
+            raise ValueError("Message.image_message needs image_url or image_base64")
+        blocks: list[Any] = [TextBlock(text=text)] if text else []
+        blocks.append(ImageBlock(media=media))
+        return cls(role=role, content=blocks)
+
+    @classmethod
+    def multimodal_message(cls, content: Sequence[Any], role: Role = "user") -> Message:
+        """A message made of the given content blocks, in order.
+
+        Args:
+            content: content blocks (``TextBlock``, ``ImageBlock`` ... or their dicts).
+            role: the message's role (default ``"user"``).
+        """
+        return cls(role=role, content=list(content))
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        text: str | None = None,
+        mime_type: str | None = None,
+        role: Role = "user",
+    ) -> Message:
+        """A message carrying a local file inline (base64), after an optional text block.
+
+        The block is an image, audio, video or document block by MIME type (guessed from the
+        file name when ``mime_type`` is not given). Inline data is kept in the thread's
+        checkpoints unless a media store offloads it: for large files use
+        :meth:`with_file`, or compile the graph with ``media_store=``.
+
+        Raises:
+            FileNotFoundError: when ``path`` does not exist.
+        """
+        data, mime, name = _read_file(path, mime_type)
+        media = MediaRef(
+            kind="data",
+            data_base64=base64.b64encode(data).decode(),
+            mime_type=mime,
+            filename=name,
+            size_bytes=len(data),
+        )
+        blocks: list[Any] = [TextBlock(text=text)] if text else []
+        blocks.append(_media_block(media))
+        return cls(role=role, content=blocks)
+
+    @classmethod
+    async def with_image(
+        cls,
+        data: bytes,
+        mime_type: str,
+        store: BaseMediaStore,
+        text: str | None = None,
+        role: Role = "user",
+    ) -> Message:
+        """Store image bytes in ``store`` and build a message referencing them
+        (``graph://media/{key}``), after an optional text block.
+
+        Args:
+            data: the image's bytes.
+            mime_type: their MIME type.
+            store: the media store (``tenxgraph.storage.media``).
+            text: text placed before the image.
+            role: the message's role (default ``"user"``).
+        """
+        key = await store.store(data, mime_type)
+        media = store.to_media_ref(key, mime_type, size_bytes=len(data))
+        blocks: list[Any] = [TextBlock(text=text)] if text else []
+        blocks.append(ImageBlock(media=media))
+        return cls(role=role, content=blocks)
+
+    @classmethod
+    async def with_file(
+        cls,
+        path: str | Path,
+        store: BaseMediaStore,
+        text: str | None = None,
+        mime_type: str | None = None,
+        role: Role = "user",
+    ) -> Message:
+        """Store a local file in ``store`` and build a message referencing it, the block
+        chosen by MIME type as in :meth:`from_file`.
+
+        Raises:
+            FileNotFoundError: when ``path`` does not exist (nothing is stored).
+        """
+        data, mime, name = _read_file(path, mime_type)
+        key = await store.store(data, mime, {"filename": name})
+        media = store.to_media_ref(key, mime, filename=name, size_bytes=len(data))
+        blocks: list[Any] = [TextBlock(text=text)] if text else []
+        blocks.append(_media_block(media))
+        return cls(role=role, content=blocks)
+
+    def attach_media(self, media: MediaRef, as_type: MediaKind | None = None) -> Message:
+        """Append a media block to this message, in place, and return it.
+
+        Use it while building a message, before it enters a thread's state.
+
+        Args:
+            media: the reference.
+            as_type: ``"image"``, ``"audio"``, ``"video"`` or ``"document"``; chosen from
+                ``media.mime_type`` when ``None``.
+
+        Raises:
+            ValueError: for another ``as_type``.
+        """
+        self.content.append(_media_block(media, as_type))
+        return self
 
     # -- accessors ------------------------------------------------------------------------------
     def text(self) -> str:

@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 # so a converter module is imported only by the code that names it.
 _BY_NAME = {
     "openai": ("openai_converter", "OpenAIConverter"),
+    "openai_responses": ("openai_responses_converter", "OpenAIResponsesConverter"),
     "google": ("google_genai_converter", "GoogleGenAIConverter"),
 }
 
@@ -46,7 +47,7 @@ class ModelResponseConverter:
         response (Any): the provider's response, or a sync or async callable returning it
             (called when converting).
         converter (str | BaseConverter): a converter, or its name (``"openai"``,
-            ``"google"``).
+            ``"openai_responses"``, ``"google"``).
 
     Raises:
         ValidationError: ``VALIDATION_000`` (a ``ValueError``, message ``Unsupported converter:
