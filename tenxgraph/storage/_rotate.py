@@ -39,12 +39,25 @@ import anyio
 from tenxgraph.core.exceptions import DecryptionError
 from tenxgraph.storage.crypto import Cipher, Keyring, header_for, key_id_of
 
-__all__ = ["TABLES", "RotatableStore", "RotationReport", "rotate"]
+__all__ = ["START", "TABLES", "RotatableStore", "RotationReport", "rotate"]
 
-#: The tables holding sealed payloads, in rotation order.
-TABLES = ("checkpoints", "messages", "tool_executions")
+#: The tables holding sealed payloads, in rotation order; ``runs.input`` and ``runs.output``
+#: are the two payload columns of the background runs (``runs`` table, sealed for their run by
+#: :func:`tenxgraph.storage.crypto.seal_run_payload`: the name is the associated data's table).
+TABLES = ("checkpoints", "messages", "tool_executions", "runs.input", "runs.output")
 
-#: ``(thread_id, owner, position, payload)``: position is the version, seq or call key.
+#: Where each table's cursor starts, below every position: ``-1`` before a version or seq,
+#: ``""`` before a ledger call key or a run id.
+START: dict[str, int | str] = {
+    "checkpoints": -1,
+    "messages": -1,
+    "tool_executions": "",
+    "runs.input": "",
+    "runs.output": "",
+}
+
+#: ``(thread_id, owner, position, payload)``: position is the version, seq, call key or run id
+#: (the owner of a run is the run's own ``owner`` column).
 Row = tuple[str, str, int | str, bytes]
 
 
