@@ -15,6 +15,12 @@ payload only while its bytes are still the ones read. Why this is safe online:
 * Postgres: the swap locks with ``SKIP LOCKED`` and never waits for a row a checkpoint write or
   a prune holds, so it cannot form a lock cycle with them; a skipped row is picked up by the
   next pass. SQLite: each batch is one short ``BEGIN IMMEDIATE`` transaction, like any write.
+* Background runs (``runs.input``, ``runs.output``): a worker's change is a compare-and-swap
+  on ``(status, attempts)``, which a swap never touches; the input is never rewritten after
+  the submit (an idempotent re-submit compares the opened plaintexts, not bytes), and an output
+  exists only once the run finished (NULL outputs are not rows here; a retry clears it), so no
+  write of a run can put back bytes read before a swap. On Postgres the swap skips a run row a
+  worker holds, like any other.
 * A checkpoint younger than ``min_age_s`` is left for a later pass: a writer whose connection
   broke recognises its own commit by reading the version's sealed values back and comparing
   bytes (``PostgresStore.write``), which a swap in between would defeat.
@@ -73,7 +79,9 @@ class RotatableStore(Protocol):
         older_than: float,
     ) -> list[Row]:
         """Up to ``limit`` rows of ``table`` after the ``(thread_id, position)`` cursor (all
-        from the start when ``None``), ordered by it, with the owner of their thread; only
+        from the start when ``None``), ordered by it, with the owner of their thread (for
+        ``runs.input`` / ``runs.output``: the run's own owner, position its run id, and no row
+        for a NULL output); only
         those whose payload does not start with ``header`` (every row when ``None``);
         checkpoints created before ``older_than`` (UNIX seconds) only."""
         ...
