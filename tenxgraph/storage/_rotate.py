@@ -15,6 +15,12 @@ payload only while its bytes are still the ones read. Why this is safe online:
 * Postgres: the swap locks with ``SKIP LOCKED`` and never waits for a row a checkpoint write or
   a prune holds, so it cannot form a lock cycle with them; a skipped row is picked up by the
   next pass. SQLite: each batch is one short ``BEGIN IMMEDIATE`` transaction, like any write.
+* Background runs (``runs.input``, ``runs.output``): a worker's change is a compare-and-swap
+  on ``(status, attempts)``, which a swap never touches; the input is never rewritten after
+  the submit (an idempotent re-submit compares the opened plaintexts, not bytes), and an output
+  exists only once the run finished (NULL outputs are not rows here; a retry clears it), so no
+  write of a run can put back bytes read before a swap. On Postgres the swap skips a run row a
+  worker holds, like any other.
 * A checkpoint younger than ``min_age_s`` is left for a later pass: a writer whose connection
   broke recognises its own commit by reading the version's sealed values back and comparing
   bytes (``PostgresStore.write``), which a swap in between would defeat.
@@ -39,12 +45,25 @@ import anyio
 from tenxgraph.core.exceptions import DecryptionError
 from tenxgraph.storage.crypto import Cipher, Keyring, header_for, key_id_of
 
-__all__ = ["TABLES", "RotatableStore", "RotationReport", "rotate"]
+__all__ = ["START", "TABLES", "RotatableStore", "RotationReport", "rotate"]
 
-#: The tables holding sealed payloads, in rotation order.
-TABLES = ("checkpoints", "messages", "tool_executions")
+#: The tables holding sealed payloads, in rotation order; ``runs.input`` and ``runs.output``
+#: are the two payload columns of the background runs (``runs`` table, sealed for their run by
+#: :func:`tenxgraph.storage.crypto.seal_run_payload`: the name is the associated data's table).
+TABLES = ("checkpoints", "messages", "tool_executions", "runs.input", "runs.output")
 
-#: ``(thread_id, owner, position, payload)``: position is the version, seq or call key.
+#: Where each table's cursor starts, below every position: ``-1`` before a version or seq,
+#: ``""`` before a ledger call key or a run id.
+START: dict[str, int | str] = {
+    "checkpoints": -1,
+    "messages": -1,
+    "tool_executions": "",
+    "runs.input": "",
+    "runs.output": "",
+}
+
+#: ``(thread_id, owner, position, payload)``: position is the version, seq, call key or run id
+#: (the owner of a run is the run's own ``owner`` column).
 Row = tuple[str, str, int | str, bytes]
 
 
@@ -60,7 +79,9 @@ class RotatableStore(Protocol):
         older_than: float,
     ) -> list[Row]:
         """Up to ``limit`` rows of ``table`` after the ``(thread_id, position)`` cursor (all
-        from the start when ``None``), ordered by it, with the owner of their thread; only
+        from the start when ``None``), ordered by it, with the owner of their thread (for
+        ``runs.input`` / ``runs.output``: the run's own owner, position its run id, and no row
+        for a NULL output); only
         those whose payload does not start with ``header`` (every row when ``None``);
         checkpoints created before ``older_than`` (UNIX seconds) only."""
         ...

@@ -65,9 +65,13 @@ __all__ = [
     "ROTATE_SCAN_CHECKPOINTS",
     "ROTATE_SCAN_MESSAGES",
     "ROTATE_SCAN_LEDGER",
+    "ROTATE_SCAN_RUN_INPUTS",
+    "ROTATE_SCAN_RUN_OUTPUTS",
     "ROTATE_SWAP_CHECKPOINTS",
     "ROTATE_SWAP_MESSAGES",
     "ROTATE_SWAP_LEDGER",
+    "ROTATE_SWAP_RUN_INPUTS",
+    "ROTATE_SWAP_RUN_OUTPUTS",
     "HISTORY_CHECKPOINTS",
     "HISTORY_MESSAGES",
     "KEPT_VERSIONS",
@@ -856,6 +860,73 @@ RETURNING 1
 )
 
 
+def _rotate_runs_scan(column: LiteralString, name: LiteralString) -> Statement:
+    """rotate-keys' page of a ``runs`` payload column (``input`` or ``output``; a NULL output,
+    a run not done yet, is no row) after a ``(thread_id, run_id)`` cursor, with the run's own
+    owner (a pending run's thread may have no ``threads`` row yet)."""
+    return Statement(
+        name,
+        "rotate-keys: a page of runs rows after a (thread_id, run_id) cursor with their owner and "
+        "their " + column + " payload (none when NULL), only those not sealed under the given "
+        "key header unless every row is asked for",
+        "SELECT",
+        """
+SELECT x.thread_id, x.owner, x.run_id, x."""
+        + column
+        + """
+  FROM {runs} AS x
+ WHERE (x.thread_id, x.run_id) > (%(after_thread)b, %(after_pos)b::text)
+   AND x."""
+        + column
+        + """ IS NOT NULL
+   AND (%(every)b OR substring(x."""
+        + column
+        + """ from 1 for %(hlen)b::int4) <> %(header)b)
+ ORDER BY x.thread_id, x.run_id
+ LIMIT %(limit)b
+""",
+    )
+
+
+def _rotate_runs_swap(column: LiteralString, name: LiteralString) -> Statement:
+    """rotate-keys' conditional swap of a ``runs`` payload column (``input`` or ``output``):
+    only while it still holds the bytes read, skipping rows another transaction holds (a
+    worker moving the run); status, attempts and the other column are untouched."""
+    return Statement(
+        name,
+        "rotate-keys: replace the sealed runs " + column + " payloads of a batch whose bytes are "
+        "still the ones read, skipping rows another transaction holds (never waits: no lock "
+        "cycle with a worker moving the run); status and attempts (the runs' CAS) are untouched",
+        "UPDATE",
+        """
+WITH todo AS (
+    SELECT *
+      FROM unnest(%(thread_ids)b::text[], %(positions)b::text[], %(olds)b::bytea[],
+                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
+), locked AS (
+    SELECT x.thread_id, x.run_id, todo.new
+      FROM {runs} AS x
+      JOIN todo ON x.thread_id = todo.thread_id AND x.run_id = todo.pos AND x."""
+        + column
+        + """ = todo.old
+       FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE {runs} AS x SET """
+        + column
+        + """ = locked.new
+  FROM locked
+ WHERE x.thread_id = locked.thread_id AND x.run_id = locked.run_id
+RETURNING 1
+""",
+    )
+
+
+ROTATE_SCAN_RUN_INPUTS = _rotate_runs_scan("input", "ROTATE_SCAN_RUN_INPUTS")
+ROTATE_SCAN_RUN_OUTPUTS = _rotate_runs_scan("output", "ROTATE_SCAN_RUN_OUTPUTS")
+ROTATE_SWAP_RUN_INPUTS = _rotate_runs_swap("input", "ROTATE_SWAP_RUN_INPUTS")
+ROTATE_SWAP_RUN_OUTPUTS = _rotate_runs_swap("output", "ROTATE_SWAP_RUN_OUTPUTS")
+
+
 # -- setup and migrations -----------------------------------------------------------------------
 
 SCHEMA_EXISTS = Statement(
@@ -1208,6 +1279,10 @@ ALL_STATEMENTS: dict[str, Statement] = {
         ROTATE_SWAP_CHECKPOINTS,
         ROTATE_SWAP_MESSAGES,
         ROTATE_SWAP_LEDGER,
+        ROTATE_SCAN_RUN_INPUTS,
+        ROTATE_SCAN_RUN_OUTPUTS,
+        ROTATE_SWAP_RUN_INPUTS,
+        ROTATE_SWAP_RUN_OUTPUTS,
         CHECKPOINT_CAS,
         CHECKPOINT_CAS_PRUNE,
         CHECKPOINT_CAS_LEASE,

@@ -21,9 +21,13 @@ __all__ = [
     "ROTATE_SCAN_CHECKPOINTS",
     "ROTATE_SCAN_LEDGER",
     "ROTATE_SCAN_MESSAGES",
+    "ROTATE_SCAN_RUN_INPUTS",
+    "ROTATE_SCAN_RUN_OUTPUTS",
     "ROTATE_SWAP_CHECKPOINTS",
     "ROTATE_SWAP_LEDGER",
     "ROTATE_SWAP_MESSAGES",
+    "ROTATE_SWAP_RUN_INPUTS",
+    "ROTATE_SWAP_RUN_OUTPUTS",
     "LEASE_GET",
     "LEASE_PUT",
     "LEASE_WAITERS",
@@ -520,6 +524,20 @@ ROTATE_SCAN_LEDGER = (
     " AND (?3 OR substr(x.result, 1, ?4) != ?5)"
     " ORDER BY x.thread_id, x.call_key LIMIT ?6"
 )
+#: The background runs' payload columns (``runs.input``, ``runs.output``: a NULL output, a
+#: run not done yet, is no row), with the run's own owner.
+ROTATE_SCAN_RUN_INPUTS = (
+    "SELECT x.thread_id, x.owner, x.run_id, x.input FROM runs AS x"
+    " WHERE (x.thread_id, x.run_id) > (?1, ?2)"
+    " AND (?3 OR substr(x.input, 1, ?4) != ?5)"
+    " ORDER BY x.thread_id, x.run_id LIMIT ?6"
+)
+ROTATE_SCAN_RUN_OUTPUTS = (
+    "SELECT x.thread_id, x.owner, x.run_id, x.output FROM runs AS x"
+    " WHERE (x.thread_id, x.run_id) > (?1, ?2) AND x.output IS NOT NULL"
+    " AND (?3 OR substr(x.output, 1, ?4) != ?5)"
+    " ORDER BY x.thread_id, x.run_id LIMIT ?6"
+)
 #: Replace one row's sealed payload (``?1``) if its bytes are still the ones read (``?4``).
 ROTATE_SWAP_CHECKPOINTS = (
     'UPDATE checkpoints SET "values" = ?1 WHERE thread_id = ?2 AND version = ?3 AND "values" = ?4'
@@ -529,4 +547,10 @@ ROTATE_SWAP_MESSAGES = (
 )
 ROTATE_SWAP_LEDGER = (
     "UPDATE tool_executions SET result = ?1 WHERE thread_id = ?2 AND call_key = ?3 AND result = ?4"
+)
+ROTATE_SWAP_RUN_INPUTS = (
+    "UPDATE runs SET input = ?1 WHERE thread_id = ?2 AND run_id = ?3 AND input = ?4"
+)
+ROTATE_SWAP_RUN_OUTPUTS = (
+    "UPDATE runs SET output = ?1 WHERE thread_id = ?2 AND run_id = ?3 AND output = ?4"
 )

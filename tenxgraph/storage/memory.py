@@ -683,6 +683,8 @@ class MemoryStore:
         await checkpoint()
         out: list[tuple[str, str, int | str, bytes]] = []
         with self._lock:
+            if table.startswith("runs."):
+                return self._runs.payloads(table.removeprefix("runs."), after, header)[:limit]
             for tid in sorted(self._threads):
                 t = self._threads[tid]
                 rows: list[tuple[int | str, bytes]]
@@ -710,6 +712,10 @@ class MemoryStore:
         done = 0
         with self._lock:
             for tid, pos, old, new in rows:
+                if table.startswith("runs."):
+                    column = table.removeprefix("runs.")
+                    done += self._runs.swap_payload(column, tid, str(pos), old, new)
+                    continue
                 t = self._threads.get(tid)
                 if t is None:
                     continue

@@ -98,7 +98,7 @@ from tenxgraph.records import (
     ranges_len,
 )
 from tenxgraph.run_records import RunRecord
-from tenxgraph.storage import _sql, serde
+from tenxgraph.storage import _rotate, _sql, serde
 from tenxgraph.storage._lease_wake import LeaseWaiter, LeaseWakeups
 from tenxgraph.storage._migrations import CURRENT_VERSION, MAX_PARTITIONS, MIGRATIONS, render_step
 from tenxgraph.storage._pg_connect import aconnect_first, connect_first, parse_problem
@@ -1741,15 +1741,11 @@ class PostgresStore:
         """
         ledger = table == "tool_executions"
         if after is None:
-            after = ("", "" if ledger else -1)
-        name = {
-            "checkpoints": "ROTATE_SCAN_CHECKPOINTS",
-            "messages": "ROTATE_SCAN_MESSAGES",
-            "tool_executions": "ROTATE_SCAN_LEDGER",
-        }[table]
+            after = ("", _rotate.START[table])
+        name = "ROTATE_SCAN_" + _ROTATED[table]
         params: dict[str, Any] = {
             "after_thread": after[0],
-            "after_pos": _utf8(str(after[1])) if ledger else int(after[1]),
+            "after_pos": _rotate_pos(table, after[1]),
             "every": header is None,
             "hlen": len(header or b""),
             "header": header or b"",
@@ -1762,7 +1758,7 @@ class PostgresStore:
             (
                 tid,
                 owner,
-                bytes(pos).decode("utf-8", "surrogatepass") if ledger else int(pos),
+                _text(pos) if ledger else pos,
                 bytes(blob),
             )
             for tid, owner, pos, blob in rows
@@ -1777,17 +1773,11 @@ class PostgresStore:
         """
         if not rows:
             return 0
-        ledger = table == "tool_executions"
-        name = {
-            "checkpoints": "ROTATE_SWAP_CHECKPOINTS",
-            "messages": "ROTATE_SWAP_MESSAGES",
-            "tool_executions": "ROTATE_SWAP_LEDGER",
-        }[table]
         done = await self._fetch(
-            self._q[name],
+            self._q["ROTATE_SWAP_" + _ROTATED[table]],
             {
                 "thread_ids": [r[0] for r in rows],
-                "positions": [_utf8(str(r[1])) if ledger else int(r[1]) for r in rows],
+                "positions": [_rotate_pos(table, r[1]) for r in rows],
                 "olds": [r[2] for r in rows],
                 "news": [r[3] for r in rows],
             },
@@ -2305,6 +2295,24 @@ def _merge_ranges(ranges: list[Range]) -> tuple[list[int], list[int]]:
             starts.append(s)
             ends.append(e)
     return starts, ends
+
+
+#: The statement suffix (``ROTATE_SCAN_*`` / ``ROTATE_SWAP_*``) of each rotated table.
+_ROTATED: dict[str, str] = {
+    "checkpoints": "CHECKPOINTS",
+    "messages": "MESSAGES",
+    "tool_executions": "LEDGER",
+    "runs.input": "RUN_INPUTS",
+    "runs.output": "RUN_OUTPUTS",
+}
+
+
+def _rotate_pos(table: str, pos: int | str) -> int | str | bytes:
+    """A rotation position as its column takes it: the ledger's call key as ``bytea``, a run
+    id as text, a version or seq as ``int8``."""
+    if table == "tool_executions":
+        return _utf8(str(pos))
+    return str(pos) if table.startswith("runs.") else int(pos)
 
 
 def _utf8(text: str) -> bytes:

@@ -145,6 +145,37 @@ class RunTable:
         )
         return True
 
+    def payloads(
+        self, column: str, after: tuple[str, int | str] | None, header: bytes | None
+    ) -> list[tuple[str, str, int | str, bytes]]:
+        """Key rotation's rows of one payload column (``"input"`` or ``"output"``; a run
+        without output is none): ``(thread_id, owner, run_id, payload)`` after the
+        ``(thread_id, run_id)`` cursor, in its order, only those whose payload does not start
+        with ``header`` (every row when ``None``)."""
+        out: list[tuple[str, str, int | str, bytes]] = []
+        for (tid, rid), r in sorted(self._runs.items()):
+            blob = r.input if column == "input" else r.output
+            if blob is None or (after is not None and (tid, rid) <= (after[0], str(after[1]))):
+                continue
+            if header is None or not blob.startswith(header):
+                out.append((tid, r.owner, rid, blob))
+        return out
+
+    def swap_payload(
+        self, column: str, thread_id: str, run_id: str, old: bytes, new: bytes
+    ) -> bool:
+        """Replace a run's ``column`` payload by ``new`` while it still is ``old`` (key
+        rotation); whether it did."""
+        k = (thread_id, run_id)
+        cur = self._runs.get(k)
+        if cur is None or (cur.input if column == "input" else cur.output) != old:
+            return False
+        if column == "input":
+            self._runs[k] = dataclasses.replace(cur, input=new)
+        else:
+            self._runs[k] = dataclasses.replace(cur, output=new)
+        return True
+
     def threads_of(self, owner: str) -> set[str]:
         """Thread ids ``owner`` submitted runs on."""
         return {tid for (tid, _), r in self._runs.items() if r.owner == owner}

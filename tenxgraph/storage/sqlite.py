@@ -59,7 +59,7 @@ from tenxgraph.records import (
     ThreadKey,
 )
 from tenxgraph.run_records import RunRecord
-from tenxgraph.storage import _lease_sqlite, serde
+from tenxgraph.storage import _lease_sqlite, _rotate, serde
 from tenxgraph.storage import _sqlite_sql as q
 from tenxgraph.storage.base import report_skipped, threads_from_rows
 from tenxgraph.storage.memory import ledger_missing_thread, min_seq_of, thread_missing
@@ -1184,13 +1184,14 @@ class SqliteStore:
         older_than: float,
     ) -> list[tuple[str, str, int | str, bytes]]:
         """See :meth:`tenxgraph.storage._rotate.RotatableStore.rotate_page` (one query)."""
-        ledger = table == "tool_executions"
         if after is None:
-            after = ("", "" if ledger else -1)
+            after = ("", _rotate.START[table])
         sql = {
             "checkpoints": q.ROTATE_SCAN_CHECKPOINTS,
             "messages": q.ROTATE_SCAN_MESSAGES,
             "tool_executions": q.ROTATE_SCAN_LEDGER,
+            "runs.input": q.ROTATE_SCAN_RUN_INPUTS,
+            "runs.output": q.ROTATE_SCAN_RUN_OUTPUTS,
         }[table]
         args: tuple[Any, ...] = (after[0], after[1], header is None, len(header or b""))
         args += (header or b"", limit)
@@ -1212,6 +1213,8 @@ class SqliteStore:
             "checkpoints": q.ROTATE_SWAP_CHECKPOINTS,
             "messages": q.ROTATE_SWAP_MESSAGES,
             "tool_executions": q.ROTATE_SWAP_LEDGER,
+            "runs.input": q.ROTATE_SWAP_RUN_INPUTS,
+            "runs.output": q.ROTATE_SWAP_RUN_OUTPUTS,
         }[table]
 
         def swap(conn: sqlite3.Connection) -> int:

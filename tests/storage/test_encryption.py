@@ -25,6 +25,7 @@ from _echo_app import echo_app
 
 from tenxgraph.core.exceptions import ConfigError, DecryptionError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
+from tenxgraph.core.runs import run_store
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.models import ScriptedModel
 from tenxgraph.records import LedgerEntry
@@ -472,7 +473,13 @@ async def test_rotation_reseals_every_row_and_old_keys_can_go(backend: Backend) 
     cp = backend.make(cipher=both)
     try:
         report = await cp.arotate_keys(batch=3, min_age_s=0)
-        assert report.resealed == {"checkpoints": 6, "messages": 12, "tool_executions": 2}
+        assert report.resealed == {
+            "checkpoints": 6,
+            "messages": 12,
+            "tool_executions": 2,
+            "runs.input": 0,
+            "runs.output": 0,
+        }
         again = await cp.arotate_keys(batch=3, min_age_s=0)
         assert sum(again.resealed.values()) == 0  # resumable: nothing left to do
     finally:
@@ -516,8 +523,9 @@ async def test_crypto_shredding_with_tenant_keyrings(backend: Backend) -> None:
         # rotation per tenant: bob's rows move to his new key; alice's cannot be opened
         rings["bob"] = Keyring({"b1": K2, "b2": K1}, active="b2")
         report = await cp.arotate_keys(min_age_s=0)
-        assert report.resealed == {"checkpoints": 1, "messages": 2, "tool_executions": 0}
-        assert report.unreadable == {"checkpoints": 1, "messages": 2, "tool_executions": 0}
+        no_runs = {"tool_executions": 0, "runs.input": 0, "runs.output": 0}
+        assert report.resealed == {"checkpoints": 1, "messages": 2, **no_runs}
+        assert report.unreadable == {"checkpoints": 1, "messages": 2, **no_runs}
         rings["bob"] = Keyring({"b2": K1}, active="b2")
         await cp.store.invalidate(cp.key_for(dict(bb)))
         assert (await cp.aget_state(dict(bb))).context[0].text() == "bob's words"
@@ -749,5 +757,112 @@ async def test_background_run_input_and_output_are_sealed_for_their_run(backend:
             await app.aget_run(dict(cfgs[1]), infos[1].run_id)
         assert err.value.error_code == "STORAGE_CRYPTO_001"
         assert secret not in str(err.value)
+    finally:
+        await cp.aclose()
+
+
+def _run_key_ids(b: Backend) -> dict[str, dict[str | None, int]]:
+    """Key ids of the ``runs`` table's inputs and outputs (a NULL output: not counted)."""
+    out: dict[str, dict[str | None, int]] = {"input": {}, "output": {}}
+    for column, counts in out.items():
+        rows = b.execute(f"SELECT {column} FROM {b.table('runs')} WHERE {column} IS NOT NULL")
+        for (blob,) in rows:
+            kid = key_id_of(bytes(blob))
+            counts[kid] = counts.get(kid, 0) + 1
+    return out
+
+
+async def _runs_under(cp: Any, secret: str) -> tuple[list[dict[str, str]], list[str]]:
+    """Two background runs (alice, bob) submitted and completed, and a third (alice, another
+    thread) left pending; their configs and run ids."""
+    await cp.asetup()
+    app = echo_app(cp)
+    cfgs = [
+        {"thread_id": "RA", "user_id": "alice"},
+        {"thread_id": "RB", "user_id": "bob"},
+        {"thread_id": "RC", "user_id": "alice"},
+    ]
+    ids = [
+        (await app.asubmit({"messages": [f"{c['user_id']} {secret}"]}, dict(c))).run_id
+        for c in cfgs[:2]
+    ]
+    async with app.recovery(listen=False, sweep_interval_s=0.05):
+        for cfg, run_id in zip(cfgs, ids, strict=False):
+            assert (await app.ajoin(dict(cfg), run_id, timeout=60)).status == "completed"
+    ids.append((await app.asubmit({"messages": [f"later {secret}"]}, dict(cfgs[2]))).run_id)
+    return cfgs, ids
+
+
+async def _check_runs_open_without_k1(cp: Any, cfgs: list[dict[str, str]], ids: list[str]) -> None:
+    """Under a ring without ``k1``: the completed runs' results open, and the pending run
+    (input re-sealed) completes."""
+    app = echo_app(cp)
+    for cfg, run_id in zip(cfgs[:2], ids[:2], strict=True):
+        info = await app.aget_run(dict(cfg), run_id)
+        assert info.status == "completed" and info.result is not None
+        assert info.result["messages"][0].text().startswith(cfg["user_id"])
+    async with app.recovery(listen=False, sweep_interval_s=0.05):
+        late = await app.ajoin(dict(cfgs[2]), ids[2], timeout=60)
+    assert late.status == "completed", late.last_error
+    assert late.result is not None and late.result["messages"][0].text().startswith("later ")
+
+
+async def test_rotation_reseals_background_run_payloads(backend: Backend) -> None:
+    """``arotate_keys`` moves every run input and output (completed and pending runs) to the
+    active key; a ring without the old key then reads the results and runs the pending run."""
+    secret = marker()
+    cp = backend.make(cipher=Keyring({"k1": K1}, active="k1"))
+    try:
+        cfgs, ids = await _runs_under(cp, secret)
+    finally:
+        await cp.aclose()
+    assert _run_key_ids(backend) == {"input": {"k1": 3}, "output": {"k1": 2}}
+    cp = backend.make(cipher=Keyring({"k1": K1, "k2": K2}, active="k2"))
+    try:
+        report = await cp.arotate_keys(batch=2, min_age_s=0)
+        assert report.resealed["runs.input"] == 3 and report.resealed["runs.output"] == 2
+        assert sum(report.unchanged.values()) == sum(report.unreadable.values()) == 0
+        again = await cp.arotate_keys(batch=2, min_age_s=0)
+        assert sum(again.resealed.values()) == 0  # resumable: nothing left to do
+    finally:
+        await cp.aclose()
+    assert _run_key_ids(backend) == {"input": {"k2": 3}, "output": {"k2": 2}}
+    assert set(_key_ids(backend)) == {"k2"}
+    cp = backend.make(cipher=Keyring({"k2": K2}, active="k2"))
+    try:
+        await _check_runs_open_without_k1(cp, cfgs, ids)
+    finally:
+        await cp.aclose()
+    assert _run_key_ids(backend) == {"input": {"k2": 3}, "output": {"k2": 3}}
+    assert secret.encode() not in _all_row_bytes(backend)
+
+
+async def test_rotation_reseals_background_run_payloads_in_memory() -> None:
+    """The memory store's runs rotate too (its ring swapped in place: one store, one process)."""
+    secret = marker()
+    rings = {
+        "alice": Keyring({"k1": K1}, active="k1"),
+        "bob": Keyring({"k1": K1}, active="k1"),
+    }
+    cp = InMemoryCheckpointer(cipher=TenantKeyrings(rings.get))
+    try:
+        cfgs, ids = await _runs_under(cp, secret)
+        store = run_store(echo_app(cp))
+
+        async def key_ids() -> tuple[set[str | None], set[str | None]]:
+            runs = await store.run_list("", limit=10)
+            assert len(runs) == 3
+            outs = {key_id_of(r.output) for r in runs if r.output is not None}
+            return {key_id_of(r.input) for r in runs}, outs
+
+        assert await key_ids() == ({"k1"}, {"k1"})
+        for user in rings:
+            rings[user] = Keyring({"k1": K1, "k2": K2}, active="k2")
+        report = await cp.arotate_keys(batch=2, min_age_s=0)
+        assert report.resealed["runs.input"] == 3 and report.resealed["runs.output"] == 2
+        assert await key_ids() == ({"k2"}, {"k2"})
+        for user in rings:
+            rings[user] = Keyring({"k2": K2}, active="k2")
+        await _check_runs_open_without_k1(cp, cfgs, ids)
     finally:
         await cp.aclose()

@@ -53,6 +53,9 @@ NOT_PER_THREAD = {
     # erasure and retention: by owner or by idleness, across partitions by design
     "ERASE_OWNER",
     "SWEEP_IDLE",
+    # rotate-keys: pages over every thread by a (thread_id, position) cursor, across partitions
+    # by design (EXPLAINed in test_rotation_statements_plan_over_partitions)
+    *(name for name in _sql.ALL_STATEMENTS if name.startswith("ROTATE_")),
 }
 PER_THREAD = sorted(set(_sql.ALL_STATEMENTS) - NOT_PER_THREAD)
 
@@ -112,6 +115,25 @@ SAMPLE: dict[str, Any] = {
     "ttl_s": 5.0,
     "lapse_s": 5.0,
     "queue": True,
+    # rotate-keys (tenxgraph.storage._rotate)
+    "after_thread": "",
+    "after_pos": "",
+    "every": False,
+    "hlen": 4,
+    "header": b"TXG1",
+    "older_than": 2.0,
+    "thread_ids": ["explain-thread"],
+    "olds": [b"o"],
+    "news": [b"n"],
+}
+
+#: rotate-keys' cursor and swap positions, by the statement's table (int8, bytea or text).
+_ROTATE_POSITIONS: dict[str, tuple[Any, list[Any]]] = {
+    "CHECKPOINTS": (-1, [1]),
+    "MESSAGES": (-1, [1]),
+    "LEDGER": (b"", [b"k"]),
+    "RUN_INPUTS": ("", ["r1"]),
+    "RUN_OUTPUTS": ("", ["r1"]),
 }
 
 
@@ -235,6 +257,29 @@ async def test_each_per_thread_statement_touches_one_partition(
     assert seen or name.startswith("CHECKPOINT_CREATE"), f"{name}: no partition scanned at all?"
     for table, parts in seen.items():
         assert parts == {expected}, (name, table, parts, expected)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in _sql.ALL_STATEMENTS if n.startswith("ROTATE_")))
+def test_rotation_statements_plan_over_partitions(
+    partitioned: PostgresStore, pg_dsn: str, pg_schema: str, name: str
+) -> None:
+    """rotate-keys' pages and swaps (every thread, by a cursor) plan over the partitioned
+    layout and touch only the table they rotate (plus ``threads`` for the owner)."""
+    query = _sql.render_all(pg_schema, "tenxgraph_")[name]
+    after, positions = _ROTATE_POSITIONS[name.split("_", 2)[2]]
+    sample = {**SAMPLE, "after_pos": after, "positions": positions}
+    params = {p: sample[p] for p in set(re.findall(r"%\((\w+)\)b", query))}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        plan = conn.execute("EXPLAIN (FORMAT JSON) " + query, params, binary=True).fetchone()
+    tables = set()
+    for _node, rel in _relations(plan[0][0]["Plan"]):
+        m = re.fullmatch(r"tenxgraph_(\w+?)(?:_p(\d+))?", rel)
+        assert m is not None, rel
+        tables.add(m.group(1))
+    rotated = {"RUN": "runs", "LEDGER": "tool_executions"}.get(
+        name.split("_")[2], name.split("_")[2].lower()
+    )
+    assert rotated in tables and tables <= {rotated, "threads"}, (name, tables)
 
 
 def test_partitions_refused_over_an_unpartitioned_schema(pg_dsn: str, pg_schema: str) -> None:

@@ -1849,8 +1849,9 @@ class BaseCheckpointer(RetentionMixin, Generic[StateT]):
         progress: Callable[[str, int, int], None] | None = None,
     ) -> _rotate.RotationReport:
         """Re-seal every stored row still sealed under another key than its owner's active key
-        (state values, message rows, ledger results), in batches, online: concurrent runs
-        neither fail nor lose a compare-and-swap (see :mod:`tenxgraph.storage._rotate`).
+        (state values, message rows, ledger results, background-run inputs and results), in
+        batches, online: concurrent runs and workers neither fail nor lose a compare-and-swap
+        (see :mod:`tenxgraph.storage._rotate`).
         Resumable: run it again after a stop. What ``tenxgraph rotate-keys`` runs.
 
         Args:
