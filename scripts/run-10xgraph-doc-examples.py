@@ -147,6 +147,15 @@ def _auto(kind: str, path: str, body: dict[str, Any]) -> Answer:
                     or {}
                 )
                 tools.append((fn["name"], params))
+        if any("googleSearch" in g or "google_search" in g for g in body.get("tools") or ()):
+            # Google Search grounding: an answer with the sources it was grounded on
+            return Answer(
+                text=f"Local grounded answer from {model}.",
+                grounding={
+                    "webSearchQueries": ["local search"],
+                    "groundingChunks": [{"web": {"uri": "https://example.com/", "title": "x"}}],
+                },
+            )
         last = (body.get("contents") or [{}])[-1]
         answered_tool = any("functionResponse" in p for p in last.get("parts") or ())
         gen = body.get("generationConfig") or body.get("generation_config") or {}

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tenxgraph.core.exceptions import UnsupportedArgumentError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
+from tenxgraph.prebuilt.agent._common import refuse
 from tenxgraph.utils import END
 
 __all__ = ["ReactAgent"]
@@ -58,12 +58,7 @@ class ReactAgent:
         client: Any = None,
         **agent_kwargs: Any,
     ) -> None:
-        for name, value in (("memory", memory), ("client", client)):
-            if value is not None:
-                raise UnsupportedArgumentError(
-                    f"ReactAgent({name}=...) is not provided by tenxgraph; leave it unset",
-                    context={"argument": name, "where": "ReactAgent", "did_you_mean": None},
-                )
+        refuse("ReactAgent", memory=memory, client=client)
         self.main_node_name = main_node_name
         self.tool_node_name = tool_node_name
         self.tool_node = ToolNode(list(tools)) if tools else None
