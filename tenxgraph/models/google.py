@@ -350,6 +350,15 @@ class GoogleModel:
     def _message(self, parts: list[Any], usage: Any, finish: Any, resp_id: Any) -> Message:
         return gemini_message(self.model, parts, usage, finish, resp_id)
 
+    async def _generate(self, contents: list[dict[str, Any]], config: Any) -> Any:
+        """One ``generateContent`` call; SDK and HTTP failures become ``ModelError``."""
+        try:
+            return await self._client.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
+            raise self._error(exc) from None
+
     async def agenerate(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
     ) -> Message:
@@ -367,12 +376,7 @@ class GoogleModel:
             ModelError: ``MODEL_001`` for an API / HTTP error (``context['retryable']``).
         """
         contents, config = self._request(messages, tools, kwargs)
-        try:
-            resp = await self._client.aio.models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
-        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
-            raise self._error(exc) from None
+        resp = await self._generate(contents, config)
         cands = resp.candidates or []
         finish = cands[0].finish_reason if cands else None
         return self._message(_parts(resp), resp.usage_metadata, finish, resp.response_id)
@@ -398,12 +402,7 @@ class GoogleModel:
         contents = [{"role": "user", "parts": [{"text": query}]}]
         _, config = self._request([], None, {})
         config.tools = [types.Tool(google_search=types.GoogleSearch())]
-        try:
-            resp = await self._client.aio.models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
-        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
-            raise self._error(exc) from None
+        resp = await self._generate(contents, config)
         cands = resp.candidates or []
         text = "".join(
             p.text

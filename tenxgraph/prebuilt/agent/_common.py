@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
 from tenxgraph.core.exceptions import ConfigError, UnsupportedArgumentError
-from tenxgraph.core.graph import Agent, ToolNode
+from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState, Message
 
-__all__ = ["calls_tools", "counter", "last_user_index", "refuse", "tools_or", "with_tools"]
+__all__ = [
+    "PrebuiltGraph",
+    "agent_options",
+    "calls_tools",
+    "check_registry",
+    "counter",
+    "last_user_index",
+    "refuse",
+    "tools_or",
+    "with_tools",
+]
 
 
 def refuse(where: str, **options: Any) -> None:
@@ -84,3 +95,71 @@ def last_user_index(messages: list[Message]) -> int | None:
         if messages[i].role == "user":
             return i
     return None
+
+
+class PrebuiltGraph:
+    """Base of the prebuilt agents: ``build()`` makes the ``StateGraph``, ``compile()`` it."""
+
+    def build(self) -> StateGraph[AgentState]:
+        """The uncompiled graph (each agent documents its nodes)."""
+        raise NotImplementedError  # each agent overrides it
+
+    def compile(self, **kwargs: Any) -> Any:
+        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``,
+        ``interrupt_before``...).
+
+        Returns:
+            The ``CompiledGraph``.
+        """
+        return self.build().compile(**kwargs)
+
+
+def check_registry(kind: str, entries: dict[str, Any], config_type: type) -> None:
+    """Refuse a registry of workers / members that the graph could not be built from.
+
+    Args:
+        kind: ``"worker"`` or ``"member"`` (for the messages).
+        entries: name -> config object.
+        config_type: the config class each entry must be (holding an ``Agent`` as ``agent``).
+
+    Raises:
+        ConfigError: ``CONFIG_001`` for an empty registry, an entry of another type or without
+            an ``Agent``, or a name that is not an identifier (names become node names).
+    """
+    if not entries:
+        raise ConfigError(f"at least one {kind} is needed", context={})
+    for name, cfg in entries.items():
+        if not isinstance(cfg, config_type) or not isinstance(getattr(cfg, "agent", None), Agent):
+            got = type(
+                getattr(cfg, "agent", None) if isinstance(cfg, config_type) else cfg
+            ).__name__
+            raise ConfigError(
+                f"{kind} {name!r} must be a {config_type.__name__} holding an Agent, got {got}",
+                context={kind: name},
+            )
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"{kind} name {name!r} must be an identifier", context={kind: name})
+
+
+def agent_options(
+    model: str,
+    provider: str | None,
+    reasoning_config: Any,
+    retry_config: Any,
+    fallback_models: list[Any] | None,
+    trim_context: bool,
+    agent_kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``Agent`` keyword arguments shared by the agents a prebuilt graph makes
+    (``reasoning_config=None`` leaves the ``Agent`` default)."""
+    options: dict[str, Any] = {
+        "model": model,
+        "provider": provider,
+        "retry_config": retry_config,
+        "fallback_models": fallback_models,
+        "trim_context": trim_context,
+        **agent_kwargs,
+    }
+    if reasoning_config is not None:
+        options["reasoning_config"] = reasoning_config
+    return options

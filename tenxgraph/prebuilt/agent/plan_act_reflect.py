@@ -16,7 +16,13 @@ from typing import Any
 from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.prebuilt.agent._common import calls_tools, counter, refuse
+from tenxgraph.prebuilt.agent._common import (
+    PrebuiltGraph,
+    agent_options,
+    calls_tools,
+    counter,
+    refuse,
+)
 from tenxgraph.utils import END
 
 __all__ = ["PlanActReflectAgent"]
@@ -52,7 +58,7 @@ class _Reflector(Agent):
         return out
 
 
-class PlanActReflectAgent:
+class PlanActReflectAgent(PrebuiltGraph):
     """A plan -> act -> reflect loop compiled into a graph (module docstring).
 
     Args:
@@ -102,16 +108,15 @@ class PlanActReflectAgent:
                 context={"max_iterations": max_iterations},
             )
         self.max_iterations = max_iterations
-        if reasoning_config is not None:
-            agent_kwargs["reasoning_config"] = reasoning_config
-        common: dict[str, Any] = {
-            "model": model,
-            "provider": provider,
-            "retry_config": retry_config,
-            "fallback_models": fallback_models,
-            "trim_context": trim_context,
-            **agent_kwargs,
-        }
+        common = agent_options(
+            model,
+            provider,
+            reasoning_config,
+            retry_config,
+            fallback_models,
+            trim_context,
+            agent_kwargs,
+        )
         self.tool_node = ToolNode(list(tools)) if tools else None
         self.planner = Agent(
             system_prompt=plan_system_prompt or [{"role": "system", "content": PLAN_PROMPT}],
@@ -157,14 +162,6 @@ class PlanActReflectAgent:
         graph.add_edge("INCREMENT_ITERATIONS", "PLAN")
         graph.set_entry_point("PLAN")
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)
 
 
 def _increment(state: AgentState) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.prebuilt.agent._common import last_user_index
+from tenxgraph.prebuilt.agent._common import PrebuiltGraph, last_user_index
 from tenxgraph.utils import END
 
 __all__ = ["BaseReranker", "RAGAgent", "SearchStore"]
@@ -60,7 +60,7 @@ def _query(state: AgentState) -> str:
     return state.context[i].text() if i is not None else ""
 
 
-class RAGAgent:
+class RAGAgent(PrebuiltGraph):
     """Retrieve, optionally rerank, then answer, compiled into a graph (module docstring).
 
     Args:
@@ -157,11 +157,3 @@ class RAGAgent:
         graph.add_edge("SYNTHESIZE", END)
         graph.set_entry_point("RETRIEVE")
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)

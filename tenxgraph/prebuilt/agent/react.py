@@ -12,13 +12,13 @@ from typing import Any
 
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
-from tenxgraph.prebuilt.agent._common import refuse
+from tenxgraph.prebuilt.agent._common import PrebuiltGraph, refuse
 from tenxgraph.utils import END
 
 __all__ = ["ReactAgent"]
 
 
-class ReactAgent:
+class ReactAgent(PrebuiltGraph):
     """A ReAct loop (model, then tools, then model...) compiled into a graph.
 
     Args:
@@ -93,11 +93,3 @@ class ReactAgent:
             graph.add_edge(main, END)
         graph.set_entry_point(main)
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)

@@ -17,7 +17,6 @@ validated with a ``pydantic.TypeAdapter`` of the schema (a Pydantic model or a
 from __future__ import annotations
 
 import json
-import re
 import sys
 import typing
 from collections.abc import Callable, Iterable
@@ -27,24 +26,20 @@ import pydantic
 
 from tenxgraph.core.exceptions import ConfigError, ValidationError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
+from tenxgraph.core.graph.agent import _json_candidates as json_candidates
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.prebuilt.agent._common import calls_tools, counter, refuse
+from tenxgraph.prebuilt.agent._common import (
+    PrebuiltGraph,
+    agent_options,
+    calls_tools,
+    counter,
+    refuse,
+)
 from tenxgraph.utils import END
 
 __all__ = ["StructuredOutputAgent", "validate_answer"]
 
 _KEY = "soa_attempts"
-
-
-def _candidates(text: str) -> list[str]:
-    out = [text.strip()]
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
-    if fenced:
-        out.append(fenced.group(1).strip())
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        out.append(text[start : end + 1])
-    return out
 
 
 def validate_answer(message: Message, adapter: pydantic.TypeAdapter[Any]) -> tuple[Any, str]:
@@ -58,7 +53,7 @@ def validate_answer(message: Message, adapter: pydantic.TypeAdapter[Any]) -> tup
         ``(value, "")`` for a valid answer (the validated Python value), else ``(None, why)``.
     """
     error = "the answer holds no JSON"
-    for candidate in _candidates(message.text()):
+    for candidate in json_candidates(message.text().strip()):
         if not candidate:
             continue
         try:
@@ -88,7 +83,7 @@ def _usable(schema: Any) -> Any:
     return schema
 
 
-class StructuredOutputAgent:
+class StructuredOutputAgent(PrebuiltGraph):
     """A generate -> validate -> repair loop compiled into a graph (module docstring).
 
     Args:
@@ -151,8 +146,6 @@ class StructuredOutputAgent:
             ) from None
         self.output_schema = output_schema
         self.max_attempts = max_attempts
-        if reasoning_config is not None:
-            agent_kwargs["reasoning_config"] = reasoning_config
         name = getattr(output_schema, "__name__", "output")
         agent_kwargs.setdefault(
             "response_format",
@@ -161,14 +154,15 @@ class StructuredOutputAgent:
                 "json_schema": {"name": name, "schema": self.json_schema, "strict": False},
             },
         )
-        common: dict[str, Any] = {
-            "model": model,
-            "provider": provider,
-            "retry_config": retry_config,
-            "fallback_models": fallback_models,
-            "trim_context": trim_context,
-            **agent_kwargs,
-        }
+        common = agent_options(
+            model,
+            provider,
+            reasoning_config,
+            retry_config,
+            fallback_models,
+            trim_context,
+            agent_kwargs,
+        )
         self.tool_node = ToolNode(list(tools)) if tools else None
         self.generator = Agent(system_prompt=system_prompt, tool_node=self.tool_node, **common)
         self.repairer = (
@@ -234,11 +228,3 @@ class StructuredOutputAgent:
             graph.add_edge("REPAIR", "GENERATE")
         graph.set_entry_point("GENERATE")
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)

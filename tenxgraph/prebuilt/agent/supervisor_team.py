@@ -20,7 +20,13 @@ from typing import Any
 from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.state import AgentState
-from tenxgraph.prebuilt.agent._common import counter, refuse, tools_or
+from tenxgraph.prebuilt.agent._common import (
+    PrebuiltGraph,
+    check_registry,
+    counter,
+    refuse,
+    tools_or,
+)
 from tenxgraph.utils import END
 
 __all__ = ["SupervisorTeamAgent", "WorkerConfig"]
@@ -55,7 +61,7 @@ def supervisor_prompt(workers: dict[str, WorkerConfig]) -> str:
     )
 
 
-class SupervisorTeamAgent:
+class SupervisorTeamAgent(PrebuiltGraph):
     """A supervisor routing to worker agents, compiled into a graph (module docstring).
 
     Args:
@@ -92,18 +98,11 @@ class SupervisorTeamAgent:
         **supervisor_kwargs: Any,
     ) -> None:
         refuse("SupervisorTeamAgent", memory=supervisor_kwargs.pop("memory", None))
-        if not workers:
-            raise ConfigError("SupervisorTeamAgent needs at least one worker", context={})
-        for name, cfg in workers.items():
-            if not isinstance(cfg, WorkerConfig) or not isinstance(cfg.agent, Agent):
-                got = type(cfg.agent if isinstance(cfg, WorkerConfig) else cfg).__name__
+        check_registry("worker", workers, WorkerConfig)
+        for name in workers:
+            if name.upper() in _RESERVED:
                 raise ConfigError(
-                    f"worker {name!r} must be a WorkerConfig holding an Agent, got {got}",
-                    context={"worker": name},
-                )
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.upper() in _RESERVED:
-                raise ConfigError(
-                    f"worker name {name!r} must be an identifier other than {_RESERVED}",
+                    f"worker name {name!r} is reserved ({', '.join(_RESERVED)})",
                     context={"worker": name},
                 )
         if not isinstance(max_rounds, int) or max_rounds < 1:
@@ -162,14 +161,6 @@ class SupervisorTeamAgent:
         )
         graph.set_entry_point("SUPERVISOR")
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)
 
 
 def _next_round(state: AgentState) -> None:

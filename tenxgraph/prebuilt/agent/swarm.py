@@ -17,14 +17,13 @@ member is the same.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenxgraph.core.exceptions import ConfigError
 from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.state import AgentState
-from tenxgraph.prebuilt.agent._common import tools_or, with_tools
+from tenxgraph.prebuilt.agent._common import PrebuiltGraph, check_registry, tools_or, with_tools
 from tenxgraph.prebuilt.tools.handoff import create_handoff_tool
 from tenxgraph.utils import END
 
@@ -47,7 +46,7 @@ class SwarmMemberConfig:
     description: str = field(default="")
 
 
-class SwarmAgent:
+class SwarmAgent(PrebuiltGraph):
     """Members handing off to each other, compiled into a graph (module docstring).
 
     Args:
@@ -75,19 +74,8 @@ class SwarmAgent:
         id_generator: Any = None,
         container: Any = None,
     ) -> None:
-        if not members:
-            raise ConfigError("SwarmAgent needs at least one member", context={})
+        check_registry("member", members, SwarmMemberConfig)
         for name, cfg in members.items():
-            if not isinstance(cfg, SwarmMemberConfig) or not isinstance(cfg.agent, Agent):
-                got = type(cfg.agent if isinstance(cfg, SwarmMemberConfig) else cfg).__name__
-                raise ConfigError(
-                    f"member {name!r} must be a SwarmMemberConfig holding an Agent, got {got}",
-                    context={"member": name},
-                )
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ConfigError(
-                    f"member name {name!r} must be an identifier", context={"member": name}
-                )
             for target in cfg.can_handoff_to or ():
                 if target not in members or target == name:
                     raise ConfigError(
@@ -144,11 +132,3 @@ class SwarmAgent:
             )
         graph.set_entry_point(self.entry)
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)
