@@ -528,6 +528,41 @@ DOCUMENTED_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.runtime.adapters.llm.model_response_converter import ModelResponseConverter",
         "how-to/python/use-custom-nodes",
     ),
+    (
+        "from tenxgraph.prebuilt import ReactAgent, SupervisorTeamAgent, SwarmAgent",
+        "concepts/prebuilt-agents-and-tools",
+    ),
+    (
+        "from tenxgraph.prebuilt.agent import PlanActReflectAgent",
+        "how-to/python/use-prebuilt-agents",
+    ),
+    ("from tenxgraph.prebuilt.agent import RAGAgent", "how-to/python/use-prebuilt-agents"),
+    (
+        "from tenxgraph.prebuilt.agent import ReactAgent, PlanActReflectAgent, StructuredOutputAgent, SupervisorTeamAgent, SwarmAgent, RAGAgent",
+        "how-to/python/use-prebuilt-agents",
+    ),
+    (
+        "from tenxgraph.prebuilt.agent import StructuredOutputAgent",
+        "how-to/python/use-prebuilt-agents",
+    ),
+    (
+        "from tenxgraph.prebuilt.agent import SupervisorTeamAgent, WorkerConfig",
+        "how-to/python/use-prebuilt-agents",
+    ),
+    (
+        "from tenxgraph.prebuilt.agent import SwarmAgent, SwarmMemberConfig",
+        "how-to/python/use-prebuilt-agents",
+    ),
+    (
+        "from tenxgraph.prebuilt.agent.react import ReactAgent",
+        "how-to/python/choose-the-right-abstraction",
+    ),
+    ("from tenxgraph.prebuilt.tools import fetch_url", "how-to/python/use-prebuilt-tools"),
+    (
+        "from tenxgraph.prebuilt.tools import fetch_url, google_web_search",
+        "how-to/python/use-prebuilt-agents",
+    ),
+    ("from tenxgraph.prebuilt.tools import google_web_search", "how-to/python/use-prebuilt-tools"),
 )
 
 #: Provided by the run-behaviour half of issue 12 (streaming).
@@ -629,50 +664,16 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
         "how-to/python/use-realtime-audio",
     ),
     (
-        "from tenxgraph.prebuilt import ReactAgent, SupervisorTeamAgent, SwarmAgent",
-        "concepts/prebuilt-agents-and-tools",
-    ),
-    (
         "from tenxgraph.prebuilt.agent import AudioAgent",
         "concepts/prebuilt-agents-and-tools, how-to/python/use-realtime-audio, reference/python/realtime",
     ),
-    (
-        "from tenxgraph.prebuilt.agent import PlanActReflectAgent",
-        "how-to/python/use-prebuilt-agents",
-    ),
-    ("from tenxgraph.prebuilt.agent import RAGAgent", "how-to/python/use-prebuilt-agents"),
     (
         "from tenxgraph.prebuilt.agent import RAGAgent, CohereReranker",
         "how-to/python/use-prebuilt-agents",
     ),
     (
-        "from tenxgraph.prebuilt.agent import ReactAgent, PlanActReflectAgent, StructuredOutputAgent, SupervisorTeamAgent, SwarmAgent, RAGAgent",
-        "how-to/python/use-prebuilt-agents",
-    ),
-    (
-        "from tenxgraph.prebuilt.agent import StructuredOutputAgent",
-        "how-to/python/use-prebuilt-agents",
-    ),
-    (
-        "from tenxgraph.prebuilt.agent import SupervisorTeamAgent, WorkerConfig",
-        "how-to/python/use-prebuilt-agents",
-    ),
-    (
-        "from tenxgraph.prebuilt.agent import SwarmAgent, SwarmMemberConfig",
-        "how-to/python/use-prebuilt-agents",
-    ),
-    (
-        "from tenxgraph.prebuilt.agent.react import ReactAgent",
-        "how-to/python/choose-the-right-abstraction",
-    ),
-    ("from tenxgraph.prebuilt.tools import fetch_url", "how-to/python/use-prebuilt-tools"),
-    (
         "from tenxgraph.prebuilt.tools import fetch_url, file_read, file_write, file_search, safe_calculator, google_web_search, vertex_ai_search, memory_tool, make_user_memory_tool, make_agent_memory_tool, create_handoff_tool",
         "how-to/python/use-prebuilt-tools",
-    ),
-    (
-        "from tenxgraph.prebuilt.tools import fetch_url, google_web_search",
-        "how-to/python/use-prebuilt-agents",
     ),
     (
         "from tenxgraph.prebuilt.tools import fetch_url, safe_calculator",
@@ -686,7 +687,6 @@ OUT_OF_SCOPE_IMPORTS: tuple[tuple[str, str], ...] = (
         "from tenxgraph.prebuilt.tools import file_read, file_write, file_search",
         "how-to/python/use-prebuilt-tools",
     ),
-    ("from tenxgraph.prebuilt.tools import google_web_search", "how-to/python/use-prebuilt-tools"),
     (
         "from tenxgraph.prebuilt.tools import make_user_memory_tool, make_agent_memory_tool",
         "how-to/python/use-prebuilt-tools",

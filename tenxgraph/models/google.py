@@ -350,6 +350,15 @@ class GoogleModel:
     def _message(self, parts: list[Any], usage: Any, finish: Any, resp_id: Any) -> Message:
         return gemini_message(self.model, parts, usage, finish, resp_id)
 
+    async def _generate(self, contents: list[dict[str, Any]], config: Any) -> Any:
+        """One ``generateContent`` call; SDK and HTTP failures become ``ModelError``."""
+        try:
+            return await self._client.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
+            raise self._error(exc) from None
+
     async def agenerate(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
     ) -> Message:
@@ -367,15 +376,42 @@ class GoogleModel:
             ModelError: ``MODEL_001`` for an API / HTTP error (``context['retryable']``).
         """
         contents, config = self._request(messages, tools, kwargs)
-        try:
-            resp = await self._client.aio.models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
-        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
-            raise self._error(exc) from None
+        resp = await self._generate(contents, config)
         cands = resp.candidates or []
         finish = cands[0].finish_reason if cands else None
         return self._message(_parts(resp), resp.usage_metadata, finish, resp.response_id)
+
+    async def agrounded_search(self, query: str) -> tuple[str, dict[str, Any] | None]:
+        """Ask the model ``query`` with Gemini's Google Search grounding tool enabled.
+
+        One ``generateContent`` call whose ``tools`` hold ``{"googleSearch": {}}`` (Gemini's
+        search grounding); the model's sampling parameters apply.
+
+        Args:
+            query: the question, sent as one user turn.
+
+        Returns:
+            ``(text, grounding)``: the answer's text and its ``grounding_metadata`` as a JSON
+            dict (``web_search_queries``, ``grounding_chunks``, ``grounding_supports``...;
+            ``None`` when the answer carries none).
+
+        Raises:
+            ModelError: ``MODEL_001`` for an API / HTTP error (``context['retryable']``).
+        """
+        types = self._types
+        contents = [{"role": "user", "parts": [{"text": query}]}]
+        _, config = self._request([], None, {})
+        config.tools = [types.Tool(google_search=types.GoogleSearch())]
+        resp = await self._generate(contents, config)
+        cands = resp.candidates or []
+        text = "".join(
+            p.text
+            for p in ((cands[0].content.parts or []) if cands and cands[0].content else [])
+            if getattr(p, "text", None) and not getattr(p, "thought", False)
+        )
+        meta = cands[0].grounding_metadata if cands else None
+        grounding = meta.model_dump(mode="json", exclude_none=True) if meta is not None else None
+        return text, grounding
 
     async def astream(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any

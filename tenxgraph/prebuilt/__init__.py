@@ -1,7 +1,21 @@
-"""Ready-made pieces (10xGraph's ``agentflow.prebuilt``): :class:`ReactAgent`
-(:mod:`tenxgraph.prebuilt.agent`) and the handoff tools of :mod:`tenxgraph.prebuilt.tools`.
-10xGraph's other prebuilt agents are not part of tenxgraph."""
+"""Ready-made pieces (10xGraph's ``agentflow.prebuilt``): the prebuilt agents of
+:mod:`tenxgraph.prebuilt.agent` and the tools of :mod:`tenxgraph.prebuilt.tools` (handoff
+tools, ``fetch_url``, ``google_web_search``)."""
 
-from tenxgraph.prebuilt.agent import ReactAgent
+from tenxgraph.prebuilt.agent import (
+    PlanActReflectAgent,
+    RAGAgent,
+    ReactAgent,
+    StructuredOutputAgent,
+    SupervisorTeamAgent,
+    SwarmAgent,
+)
 
-__all__ = ["ReactAgent"]
+__all__ = [
+    "PlanActReflectAgent",
+    "RAGAgent",
+    "ReactAgent",
+    "StructuredOutputAgent",
+    "SupervisorTeamAgent",
+    "SwarmAgent",
+]

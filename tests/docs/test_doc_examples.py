@@ -73,7 +73,7 @@ def _pages() -> dict[str, list[CodeExample]]:
 PAGES = _pages()
 
 #: Pages whose blocks call a model through OPENAI_BASE_URL.
-MODEL_PAGES = {"docs/how-to/agents.md"}
+MODEL_PAGES = {"docs/how-to/agents.md", "docs/how-to/prebuilt-agents.md"}
 
 
 def _scripted_server_module() -> Any:

@@ -32,6 +32,7 @@ class Answer:
     status: int = 200
     thought: str | None = None
     model: str | None = None  # the model the answer names (default: the one asked for)
+    grounding: dict[str, Any] | None = None  # Gemini only: the candidate's groundingMetadata
 
 
 class _Base:
@@ -158,6 +159,7 @@ class GeminiServer(_Base):
                         "content": {"role": "model", "parts": parts},
                         "finishReason": "STOP",
                         "index": 0,
+                        **({"groundingMetadata": a.grounding} if a.grounding else {}),
                     }
                 ],
                 "usageMetadata": usage,

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tenxgraph.core.exceptions import UnsupportedArgumentError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
+from tenxgraph.prebuilt.agent._common import PrebuiltGraph, refuse
 from tenxgraph.utils import END
 
 __all__ = ["ReactAgent"]
 
 
-class ReactAgent:
+class ReactAgent(PrebuiltGraph):
     """A ReAct loop (model, then tools, then model...) compiled into a graph.
 
     Args:
@@ -58,12 +58,7 @@ class ReactAgent:
         client: Any = None,
         **agent_kwargs: Any,
     ) -> None:
-        for name, value in (("memory", memory), ("client", client)):
-            if value is not None:
-                raise UnsupportedArgumentError(
-                    f"ReactAgent({name}=...) is not provided by tenxgraph; leave it unset",
-                    context={"argument": name, "where": "ReactAgent", "did_you_mean": None},
-                )
+        refuse("ReactAgent", memory=memory, client=client)
         self.main_node_name = main_node_name
         self.tool_node_name = tool_node_name
         self.tool_node = ToolNode(list(tools)) if tools else None
@@ -98,11 +93,3 @@ class ReactAgent:
             graph.add_edge(main, END)
         graph.set_entry_point(main)
         return graph
-
-    def compile(self, **kwargs: Any) -> Any:
-        """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``...).
-
-        Returns:
-            The ``CompiledGraph``.
-        """
-        return self.build().compile(**kwargs)
