@@ -149,6 +149,11 @@ def test_handoff_tool_shape() -> None:
     assert create_handoff_tool("w").__doc__ == "Transfer control to w agent"
     with pytest.raises(ValueError):
         create_handoff_tool("")
+    # names every provider refuses as tool names are refused here, before any request
+    for bad in ("research team", "a" * 53, "équipe"):
+        with pytest.raises(ValueError, match="not a valid tool name"):
+            create_handoff_tool(bad)
+    assert create_handoff_tool("a" * 52).__name__ == "transfer_to_" + "a" * 52  # 64 characters
     schema = ToolNode([fn]).get_tool_schemas()[0]["function"]
     assert schema["name"] == "transfer_to_RESEARCHER" and schema["parameters"]["properties"] == {}
 
@@ -250,3 +255,16 @@ async def test_error_tool_results_and_removing_tools() -> None:
     assert node._funcs["read_row"] is read_row
     assert node.remove_tool("refuse") and not node.remove_tool("refuse")
     assert node.tool_names == ["refuse_and_update", "read_row"]
+
+
+def test_a_single_fallback_model_name_is_refused_not_split_into_characters() -> None:
+    from tenxgraph.core.exceptions import UnsupportedArgumentError
+    from tenxgraph.core.graph import Agent
+
+    with pytest.raises(UnsupportedArgumentError) as err:
+        Agent(model="gpt-4o", base_url="http://127.0.0.1:9/v1", fallback_models="gpt-4o-mini")
+    assert err.value.error_code == "GRAPH_010"
+    assert err.value.context["argument"] == "fallback_models"
+    assert "['gpt-4o-mini']" in str(err.value)
+    agent = Agent(model="gpt-4o", base_url="http://127.0.0.1:9/v1", fallback_models=["gpt-4o-mini"])
+    assert len(agent.fallbacks) == 1

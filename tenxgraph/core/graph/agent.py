@@ -455,6 +455,14 @@ class Agent(BaseAgent, AgentSkillsMixin):
         if not isinstance(model, str):
             self._model_kwargs = params
         self.fallbacks: list[ChatModel] = []
+        if isinstance(fallback_models, (str, bytes)):
+            # a lone name would be iterated character by character
+            raise UnsupportedArgumentError(
+                f"Agent(fallback_models=...) takes a list of models, not one string: write "
+                f"fallback_models=[{fallback_models!r}]",
+                error_code="GRAPH_010",
+                context={"argument": "fallback_models", "where": "Agent", "did_you_mean": None},
+            )
         for fb in fallback_models or ():
             name, fb_provider = fb if isinstance(fb, tuple) else (fb, provider)
             if fb_provider not in (None, *PROVIDERS):

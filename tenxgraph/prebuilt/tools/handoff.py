@@ -10,6 +10,7 @@ a ``Command(goto=...)`` would. The answer is recorded in the ledger like any too
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,9 @@ __all__ = ["HANDOFF_PREFIX", "create_handoff_tool", "is_handoff_tool"]
 
 #: The name prefix of handoff tools.
 HANDOFF_PREFIX = "transfer_to_"
+
+#: A tool name every provider accepts (OpenAI's and Anthropic's documented pattern).
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def create_handoff_tool(agent_name: str, description: str | None = None) -> Callable[..., Any]:
@@ -33,16 +37,26 @@ def create_handoff_tool(agent_name: str, description: str | None = None) -> Call
         returns the text of the handoff answer.
 
     Raises:
-        ValueError: ``agent_name`` is empty or not a string.
+        ValueError: ``agent_name`` is empty or not a string, or the tool name it gives is not
+            one the providers accept (letters, digits, ``_`` and ``-``, at most 64
+            characters).
     """
     if not isinstance(agent_name, str) or not agent_name.strip():
         raise ValueError(f"create_handoff_tool needs a non-empty agent name, got {agent_name!r}")
+    tool_name = f"{HANDOFF_PREFIX}{agent_name}"
+    if not _TOOL_NAME.fullmatch(tool_name):
+        # OpenAI, Anthropic and Gemini accept tool names of letters, digits, _ and - only,
+        # at most 64 characters: a name outside that is refused by the provider at run time
+        raise ValueError(
+            f"the handoff tool name {tool_name!r} is not a valid tool name (letters, digits, "
+            "'_' and '-', at most 64 characters); name the agent's node accordingly"
+        )
     text = description or f"Transfer control to {agent_name} agent"
 
     def handoff() -> str:
         return f"Handed off to {agent_name}."
 
-    handoff.__name__ = handoff.__qualname__ = f"{HANDOFF_PREFIX}{agent_name}"
+    handoff.__name__ = handoff.__qualname__ = tool_name
     handoff.__doc__ = text
     handoff.__handoff_tool__ = True  # type: ignore[attr-defined]
     handoff.__target_agent__ = agent_name  # type: ignore[attr-defined]
