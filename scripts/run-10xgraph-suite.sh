@@ -17,7 +17,12 @@ if [ ! -x "$py" ]; then
 fi
 # The suite's own test tools (pytest-asyncio, pytest-env), Pillow and piexif for its images, and
 # tenxgraph with its google extra (the suite converts prompts to google-genai objects).
-"$py" -m pip install -q pytest pytest-asyncio pytest-env Pillow piexif -e "$repo[google]" >/dev/null 2>&1
+if ! "$py" -m pip install -q pytest pytest-asyncio pytest-env Pillow piexif -e "$repo[google]" \
+  >"$scratch/pip.log" 2>&1; then
+  tail -20 "$scratch/pip.log" >&2
+  echo "installing the suite's venv failed (whole log: $scratch/pip.log)" >&2
+  exit 1
+fi
 
 mkdir -p "$scratch/sdist"
 if [ ! -f "$scratch/sdist/10xgraph-$version.tar.gz" ]; then

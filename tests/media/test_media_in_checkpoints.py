@@ -157,3 +157,28 @@ async def test_a_reference_without_a_media_store_fails_before_the_model_is_calle
         await app.ainvoke({"messages": [ref]}, config={"thread_id": "photo-4"})
     assert info.value.error_code == "MEDIA_001"
     assert model.calls == []
+
+
+async def test_media_deleted_from_the_store_does_not_break_the_thread(
+    stored: Stored, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Retention removing old media leaves its threads usable: the model is told the media is
+    gone, the stored reference stays, and a warning names the key."""
+    data = photo_bytes()
+    media = InMemoryMediaStore()
+    model = ScriptedModel(["Grey noise.", "I can no longer see it."])
+    app = vision_graph(model).compile(checkpointer=stored.checkpointer, media_store=media)
+    config = {"thread_id": "photo-5", "user_id": "alice"}
+    await app.ainvoke({"messages": [photo_message(data)]}, config=config)
+    state = await app.aget_state(config)
+    key = state.context[0].content[1].media.url.removeprefix("graph://media/")
+    await media.delete(key)
+
+    out = await app.ainvoke({"messages": [Message.text_message("And now?")]}, config=config)
+    assert out["messages"][-1].text() == "I can no longer see it."
+    first = model.calls[1]["messages"][0]
+    assert [type(b).__name__ for b in first.content] == ["TextBlock", "TextBlock"]
+    assert "no longer available" in first.content[1].text
+    assert any(key in r.getMessage() for r in caplog.records)
+    kept = (await app.aget_state(config)).context[0].content[1]
+    assert isinstance(kept, ImageBlock) and kept.media.url == f"graph://media/{key}"

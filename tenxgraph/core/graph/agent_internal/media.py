@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 from typing import Any
 
 from tenxgraph.core._context import current_run
-from tenxgraph.core.exceptions import ValidationError
+from tenxgraph.core.exceptions import MediaNotFoundError, ValidationError
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import (
     AudioBlock,
     DocumentBlock,
     ImageBlock,
     MediaRef,
+    TextBlock,
     VideoBlock,
 )
 from tenxgraph.storage.media.config import DocumentHandling, ImageHandling, MultimodalConfig
@@ -32,6 +34,8 @@ from tenxgraph.storage.media.resolver import MediaRefResolver
 from tenxgraph.storage.media.storage.base import BaseMediaStore, internal_key
 
 __all__ = ["prepare_media"]
+
+_log = logging.getLogger(__name__)
 
 _MEDIA = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)
 
@@ -110,7 +114,15 @@ class _Preparer:
     async def block(self, block: Any) -> Any | None:
         if not isinstance(block, _MEDIA):
             return block
-        block = await self._deref(block)
+        try:
+            block = await self._deref(block)
+        except MediaNotFoundError as exc:
+            # media deleted from the store (retention, a lost file) must not break the thread
+            # for good: the model is told something was there, the state keeps its reference
+            key = exc.context.get("key", "?")
+            _log.warning("media %s of the prompt is gone from the media store; sent as a note", key)
+            kind = type(block).__name__.removesuffix("Block").lower()
+            return TextBlock(text=f"[{kind} no longer available: it was removed from storage]")
         if isinstance(block, DocumentBlock):
             return self._document(block)
         if isinstance(block, ImageBlock) and self.processor is not None:
@@ -122,7 +134,9 @@ async def prepare_media(
     messages: list[Message], config: MultimodalConfig | None = None
 ) -> list[Message]:
     """``messages`` made ready for the model (module docstring); the list itself when
-    nothing needed changing.
+    nothing needed changing. A referenced key the store no longer holds is sent as a short
+    text note in place of the media (with a warning), as 10xGraph's Agent carries on past it,
+    so deleting old media never makes a thread unusable.
 
     Args:
         messages: the prompt, oldest first.
@@ -132,7 +146,6 @@ async def prepare_media(
     Raises:
         MediaError: ``MEDIA_001`` when a message holds an internal reference but the graph was
             compiled without ``media_store=``.
-        MediaNotFoundError: ``MEDIA_NOT_FOUND_000`` when the store lacks a referenced key.
         ValidationError: ``VALIDATION_000`` for an image or document the config refuses
             (unsupported type, too large).
     """
