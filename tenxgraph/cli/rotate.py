@@ -75,7 +75,7 @@ async def cmd_rotate(args: argparse.Namespace) -> int:
         )
     finally:
         await cp.aclose()
-    left = sum(report.unchanged.values()) + sum(report.unreadable.values())
+    left = sum(report.unchanged.values()) + sum(report.unreadable.values()) + report.deferred
     if args.json:
         print(json.dumps(report.as_dict(), sort_keys=True))
     else:
@@ -83,6 +83,13 @@ async def cmd_rotate(args: argparse.Namespace) -> int:
             print(
                 f"{table}: {report.resealed[table]} re-sealed, {report.unchanged[table]} left "
                 f"behind, {report.unreadable[table]} unreadable"
+            )
+        if report.deferred:
+            print(
+                f"{report.deferred} checkpoints younger than --min-age are still under an old "
+                "key: run rotate-keys again once they are older (or with --min-age 0 when no "
+                "writer is running)",
+                file=sys.stderr,
             )
         if left:
             print(

@@ -121,8 +121,13 @@ def _holder_note(holder: str) -> tuple[int | None, int, bool]:
     return None, 0, True
 
 
-def _error_text(exc: BaseException) -> str:
+def _error_text(exc: BaseException, sealed: bool = False) -> str:
+    """``runs.last_error`` of a failed run: ``"<code>: <message>"``. Under a cipher
+    (``sealed``) the message is left out: errors often quote the content they failed on, and
+    ``last_error`` is stored in clear (docs/how-to/encryption.md)."""
     code = getattr(exc, "error_code", None) or type(exc).__name__
+    if sealed:
+        return f"{code}: {type(exc).__name__} (message withheld: the store is encrypted)"
     message = exc.message if isinstance(exc, TenxGraphError) else str(exc)
     return f"{code}: {message}"[:2000]
 
@@ -442,7 +447,7 @@ class Recovery:
         except StorageError as exc:
             if exc.error_code != "STORAGE_FORBIDDEN_001":
                 raise
-            await self._finish(rec, "error", last_error=_error_text(exc))
+            await self._finish(rec, "error", last_error=self._error_text(exc))
             return None
         if grant.fence is None:
             return None  # a live holder: running elsewhere, or another run of the thread
@@ -520,6 +525,9 @@ class Recovery:
         state = await self.app.aget_state({"thread_id": rec.thread_id, **cfg})
         return 0 if state is None else int(state.execution_meta.step)
 
+    def _error_text(self, exc: BaseException) -> str:
+        return _error_text(exc, sealed=self.app.checkpointer.cipher is not None)
+
     # -- running ---------------------------------------------------------------------------------
     async def _execute(self, rec: RunRecord, crashed: bool) -> None:
         try:
@@ -542,7 +550,13 @@ class Recovery:
         cfg["run_id"] = rec.run_id
         cfg["_lease_holder"] = rec.holder
         cfg["multitask_strategy"] = "enqueue"
-        inp = _runs.decode_input(_runs.run_input_bytes(self.app, rec))
+        try:
+            inp = _runs.decode_input(_runs.run_input_bytes(self.app, rec))
+        except Exception as exc:  # noqa: BLE001 - a run that cannot be read ends, others go on
+            # sealed for another run, under a dropped key, or damaged: retrying cannot help
+            log.warning("run %s cannot be read (%s): marked error", rec.run_id, type(exc).__name__)
+            await self._finish(rec, "error", last_error=self._error_text(exc))
+            return
         app = self.app
         try:
             if rec.attempts > 1 and not _messages_only(inp):
@@ -575,10 +589,10 @@ class Recovery:
                     exc.error_code,
                 )
                 return
-            await self._finish(rec, "error", last_error=_error_text(exc))
+            await self._finish(rec, "error", last_error=self._error_text(exc))
             return
         except Exception as exc:  # noqa: BLE001 - a node's own failure ends the run as error
-            await self._finish(rec, "error", last_error=_error_text(exc))
+            await self._finish(rec, "error", last_error=self._error_text(exc))
             return
         state = result.get("state")
         status = "completed"

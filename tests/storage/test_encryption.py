@@ -866,3 +866,51 @@ async def test_rotation_reseals_background_run_payloads_in_memory() -> None:
         await _check_runs_open_without_k1(cp, cfgs, ids)
     finally:
         await cp.aclose()
+
+
+async def test_a_run_whose_input_does_not_open_ends_in_error_and_the_worker_goes_on(
+    backend: Backend,
+) -> None:
+    """A pending run whose sealed input was moved from another run is marked ``error`` with
+    the crypto code (its error text withheld under a cipher); the other run completes."""
+    secret = marker()
+    cp = backend.make(cipher=Keyring({"k1": K1}, active="k1"))
+    try:
+        await cp.asetup()
+        app = echo_app(cp)
+        a, b = {"thread_id": "MA", "user_id": "alice"}, {"thread_id": "MB", "user_id": "bob"}
+        ra = await app.asubmit({"messages": [f"alice {secret}"]}, dict(a))
+        rb = await app.asubmit({"messages": ["bob"]}, dict(b))
+        runs = backend.table("runs")
+        p = "%s" if backend.kind == "postgres" else "?"
+        (bob_in,) = backend.execute(f"SELECT input FROM {runs} WHERE run_id = {p}", (rb.run_id,))[0]
+        backend.execute(
+            f"UPDATE {runs} SET input = {p} WHERE run_id = {p}", (bytes(bob_in), ra.run_id)
+        )
+        async with app.recovery(listen=False, sweep_interval_s=0.05):
+            done_a = await app.ajoin(dict(a), ra.run_id, timeout=60)
+            done_b = await app.ajoin(dict(b), rb.run_id, timeout=60)
+        assert done_b.status == "completed"
+        assert done_a.status == "error"
+        assert done_a.last_error.startswith("STORAGE_CRYPTO_001: DecryptionError")
+        assert secret not in done_a.last_error and "bob" not in done_a.last_error
+    finally:
+        await cp.aclose()
+
+
+async def test_checkpoints_too_young_to_rotate_are_reported_not_passed_over(
+    backend: Backend,
+) -> None:
+    """Fresh checkpoints are left for a later run (``min_age_s``) and counted as deferred, so
+    a caller never takes "nothing left behind" for "every row is under the new key"."""
+    await _two_threads(backend, Keyring({"k1": K1}, active="k1"))
+    cp = backend.make(cipher=Keyring({"k1": K1, "k2": K2}, active="k2"))
+    try:
+        young = await cp.arotate_keys(batch=4, min_age_s=3600)
+        assert young.resealed["checkpoints"] == 0 and young.deferred == 6
+        assert young.as_dict()["deferred"] == 6
+        done = await cp.arotate_keys(batch=4, min_age_s=0)
+        assert done.resealed["checkpoints"] == 6 and done.deferred == 0
+        assert (await cp.arotate_keys(batch=4, min_age_s=3600)).deferred == 0
+    finally:
+        await cp.aclose()
