@@ -233,7 +233,7 @@ async def _not_active(
     after: tuple[str, int | str] | None = None
     while True:
         rows = await store.rotate_page("checkpoints", after, batch, header, older_than)
-        for tid, owner, _pos, blob in rows:
+        for _tid, owner, _pos, blob in rows:
             ring = cipher.for_user(owner)
             if ring is None or key_id_of(blob) != ring.active:
                 count += 1
