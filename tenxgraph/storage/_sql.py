@@ -787,76 +787,76 @@ SELECT x.thread_id, t.owner, x.call_key, x.result
 """,
 )
 
-ROTATE_SWAP_CHECKPOINTS = Statement(
-    "ROTATE_SWAP_CHECKPOINTS",
-    "rotate-keys: replace the sealed checkpoints payloads of a batch whose bytes are still the "
-    "ones read, skipping rows another transaction holds (never waits: no lock cycle with a "
-    "checkpoint write or a prune); the versions and the CAS are untouched",
-    "UPDATE",
-    """
-WITH todo AS (
-    SELECT *
-      FROM unnest(%(thread_ids)b::text[], %(positions)b::int8[], %(olds)b::bytea[],
-                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
-), locked AS (
-    SELECT x.thread_id, x.version, todo.new
-      FROM {checkpoints} AS x
-      JOIN todo ON x.thread_id = todo.thread_id AND x.version = todo.pos AND x."values" = todo.old
-       FOR UPDATE OF x SKIP LOCKED
-)
-UPDATE {checkpoints} AS x SET "values" = locked.new
-  FROM locked
- WHERE x.thread_id = locked.thread_id AND x.version = locked.version
-RETURNING 1
-""",
-)
 
-ROTATE_SWAP_MESSAGES = Statement(
-    "ROTATE_SWAP_MESSAGES",
-    "rotate-keys: replace the sealed messages payloads of a batch whose bytes are still the "
-    "ones read, skipping rows another transaction holds (never waits: no lock cycle with a "
-    "checkpoint write or a prune); the versions and the CAS are untouched",
-    "UPDATE",
-    """
+def _rotate_swap(
+    name: LiteralString,
+    table: LiteralString,
+    position: LiteralString,
+    position_type: LiteralString,
+    column: LiteralString,
+    what: LiteralString,
+) -> Statement:
+    """rotate-keys' conditional swap of one sealed column: each ``(thread_id, position, old,
+    new)`` of a batch replaces the payload only while it still holds the bytes read, skipping
+    rows another transaction holds (never waits, so no lock cycle with the writers named by
+    ``what``); keys, versions and statuses are untouched."""
+    return Statement(
+        name,
+        "rotate-keys: replace the sealed "
+        + table
+        + " "
+        + column
+        + " payloads of a batch whose bytes are still the ones read, skipping rows another "
+        "transaction holds (never waits: no lock cycle with "
+        + what
+        + "); the versions and the CAS are untouched",
+        "UPDATE",
+        """
 WITH todo AS (
     SELECT *
-      FROM unnest(%(thread_ids)b::text[], %(positions)b::int8[], %(olds)b::bytea[],
+      FROM unnest(%(thread_ids)b::text[], %(positions)b::"""
+        + position_type
+        + """[], %(olds)b::bytea[],
                   %(news)b::bytea[]) AS u(thread_id, pos, old, new)
 ), locked AS (
-    SELECT x.thread_id, x.seq, todo.new
-      FROM {messages} AS x
-      JOIN todo ON x.thread_id = todo.thread_id AND x.seq = todo.pos AND x.data = todo.old
+    SELECT x.thread_id, x."""
+        + position
+        + """, todo.new
+      FROM {"""
+        + table
+        + """} AS x
+      JOIN todo ON x.thread_id = todo.thread_id AND x."""
+        + position
+        + """ = todo.pos AND x."""
+        + column
+        + """ = todo.old
        FOR UPDATE OF x SKIP LOCKED
 )
-UPDATE {messages} AS x SET data = locked.new
+UPDATE {"""
+        + table
+        + """} AS x SET """
+        + column
+        + """ = locked.new
   FROM locked
- WHERE x.thread_id = locked.thread_id AND x.seq = locked.seq
+ WHERE x.thread_id = locked.thread_id AND x."""
+        + position
+        + """ = locked."""
+        + position
+        + """
 RETURNING 1
 """,
-)
+    )
 
-ROTATE_SWAP_LEDGER = Statement(
-    "ROTATE_SWAP_LEDGER",
-    "rotate-keys: replace the sealed tool_executions payloads of a batch whose bytes are still the "
-    "ones read, skipping rows another transaction holds (never waits: no lock cycle with a "
-    "checkpoint write or a prune); the versions and the CAS are untouched",
-    "UPDATE",
-    """
-WITH todo AS (
-    SELECT *
-      FROM unnest(%(thread_ids)b::text[], %(positions)b::bytea[], %(olds)b::bytea[],
-                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
-), locked AS (
-    SELECT x.thread_id, x.call_key, todo.new
-      FROM {tool_executions} AS x
-      JOIN todo ON x.thread_id = todo.thread_id AND x.call_key = todo.pos AND x.result = todo.old
-       FOR UPDATE OF x SKIP LOCKED
+
+_WRITERS: LiteralString = "a checkpoint write or a prune"
+ROTATE_SWAP_CHECKPOINTS = _rotate_swap(
+    "ROTATE_SWAP_CHECKPOINTS", "checkpoints", "version", "int8", '"values"', _WRITERS
 )
-UPDATE {tool_executions} AS x SET result = locked.new
-  FROM locked
- WHERE x.thread_id = locked.thread_id AND x.call_key = locked.call_key
-RETURNING 1
-""",
+ROTATE_SWAP_MESSAGES = _rotate_swap(
+    "ROTATE_SWAP_MESSAGES", "messages", "seq", "int8", "data", _WRITERS
+)
+ROTATE_SWAP_LEDGER = _rotate_swap(
+    "ROTATE_SWAP_LEDGER", "tool_executions", "call_key", "bytea", "result", _WRITERS
 )
 
 
@@ -888,43 +888,15 @@ SELECT x.thread_id, x.owner, x.run_id, x."""
     )
 
 
-def _rotate_runs_swap(column: LiteralString, name: LiteralString) -> Statement:
-    """rotate-keys' conditional swap of a ``runs`` payload column (``input`` or ``output``):
-    only while it still holds the bytes read, skipping rows another transaction holds (a
-    worker moving the run); status, attempts and the other column are untouched."""
-    return Statement(
-        name,
-        "rotate-keys: replace the sealed runs " + column + " payloads of a batch whose bytes are "
-        "still the ones read, skipping rows another transaction holds (never waits: no lock "
-        "cycle with a worker moving the run); status and attempts (the runs' CAS) are untouched",
-        "UPDATE",
-        """
-WITH todo AS (
-    SELECT *
-      FROM unnest(%(thread_ids)b::text[], %(positions)b::text[], %(olds)b::bytea[],
-                  %(news)b::bytea[]) AS u(thread_id, pos, old, new)
-), locked AS (
-    SELECT x.thread_id, x.run_id, todo.new
-      FROM {runs} AS x
-      JOIN todo ON x.thread_id = todo.thread_id AND x.run_id = todo.pos AND x."""
-        + column
-        + """ = todo.old
-       FOR UPDATE OF x SKIP LOCKED
-)
-UPDATE {runs} AS x SET """
-        + column
-        + """ = locked.new
-  FROM locked
- WHERE x.thread_id = locked.thread_id AND x.run_id = locked.run_id
-RETURNING 1
-""",
-    )
-
-
 ROTATE_SCAN_RUN_INPUTS = _rotate_runs_scan("input", "ROTATE_SCAN_RUN_INPUTS")
 ROTATE_SCAN_RUN_OUTPUTS = _rotate_runs_scan("output", "ROTATE_SCAN_RUN_OUTPUTS")
-ROTATE_SWAP_RUN_INPUTS = _rotate_runs_swap("input", "ROTATE_SWAP_RUN_INPUTS")
-ROTATE_SWAP_RUN_OUTPUTS = _rotate_runs_swap("output", "ROTATE_SWAP_RUN_OUTPUTS")
+_WORKERS: LiteralString = "a worker moving the run"
+ROTATE_SWAP_RUN_INPUTS = _rotate_swap(
+    "ROTATE_SWAP_RUN_INPUTS", "runs", "run_id", "text", "input", _WORKERS
+)
+ROTATE_SWAP_RUN_OUTPUTS = _rotate_swap(
+    "ROTATE_SWAP_RUN_OUTPUTS", "runs", "run_id", "text", "output", _WORKERS
+)
 
 
 # -- setup and migrations -----------------------------------------------------------------------
