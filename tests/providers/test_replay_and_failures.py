@@ -19,7 +19,7 @@ from tenxgraph.core.state import Message
 from tenxgraph.models import ModelError
 from tenxgraph.models.anthropic import THINKING_KEY
 from tenxgraph.models.google import SIGNATURES_KEY
-from tenxgraph.storage.checkpointer import SqliteCheckpointer
+from tenxgraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
 from tenxgraph.utils import END
 
 from ._wire_servers import Answer, AnthropicServer, GeminiServer
@@ -42,7 +42,7 @@ def charge(amount: int) -> str:
     return f"charged {amount}"
 
 
-def _app(provider: str, url: str, db: Path, **agent: Any) -> Any:
+def _app(provider: str, url: str, db: Path | Any, **agent: Any) -> Any:
     g = StateGraph()
     g.add_node(
         "MAIN",
@@ -62,7 +62,8 @@ def _app(provider: str, url: str, db: Path, **agent: Any) -> Any:
     )
     g.add_edge("TOOL", "MAIN")
     g.set_entry_point("MAIN")
-    return g.compile(checkpointer=SqliteCheckpointer(str(db)))
+    cp = SqliteCheckpointer(str(db)) if isinstance(db, Path) else db()
+    return g.compile(checkpointer=cp)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -215,3 +216,27 @@ async def test_missing_anthropic_key_is_model_error(monkeypatch: pytest.MonkeyPa
         await agent.model.agenerate([Message.text_message("q")], None)
     assert info.value.error_code == "MODEL_001" and "ANTHROPIC_API_KEY" in str(info.value)
     assert info.value.context["retryable"] is False
+
+
+async def test_provider_state_survives_a_postgres_checkpoint(
+    server: tuple[str, Any], pg_dsn: str, pg_schema: str
+) -> None:
+    provider, srv = server
+    srv.answers += [
+        Answer(thought="plan", calls=[("charge", {"amount": 5})]),
+        Answer(text="Paid five."),
+    ]
+    cfg = {"thread_id": "pg"}
+    app = _app(provider, srv.url, lambda: PgCheckpointer(pg_dsn, schema=pg_schema))
+    await app.ainvoke({"messages": ["pay 5"]}, cfg)
+    kept = (await app.aget_state(cfg)).context[1].metadata
+    await app.aclose()
+    # a fresh checkpointer reads the thread from Postgres; the next request carries it all
+    srv.answers += [Answer(thought="again", calls=[("charge", {"amount": 2})]), Answer(text="ok")]
+    again = _app(provider, srv.url, lambda: PgCheckpointer(pg_dsn, schema=pg_schema))
+    state = await again.aget_state(cfg)
+    key = THINKING_KEY if provider == "anthropic" else SIGNATURES_KEY
+    assert state.context[1].metadata[key] == kept[key]
+    await again.ainvoke({"messages": ["pay 2"]}, cfg)
+    assert (await again.aget_state(cfg)).context[-1].text() == "ok"
+    await again.aclose()
