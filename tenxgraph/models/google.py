@@ -433,15 +433,19 @@ class GoogleModel:
         return (self._errors.APIError, *self._transport, pydantic.ValidationError)
 
     async def _call(self, method: str, contents: list[dict[str, Any]], config: Any) -> Any:
-        """One ``generate_content`` / ``generate_content_stream`` call, retried as the class
-        says; SDK and HTTP failures become ``ModelError``."""
+        """One ``generate_content`` answer, or a ``generate_content_stream`` stream with its
+        first chunk read (``(first_chunk, stream)``; the SDK sends the request lazily), retried
+        as the class says; SDK and HTTP failures become ``ModelError``."""
         attempts = 0
         while True:
             attempts += 1
             try:
-                return await getattr(self._client.aio.models, method)(
+                got = await getattr(self._client.aio.models, method)(
                     model=self.model, contents=contents, config=config
                 )
+                if method == "generate_content":
+                    return got
+                return await anext(got, None), got
             except self._failures as exc:
                 error = self._error(exc)
                 if not error.context.get("retryable") or attempts > self.max_retries:
@@ -529,10 +533,17 @@ class GoogleModel:
                 (retryable).
         """
         contents, config = self._request(messages, tools, kwargs)
-        stream = await self._call("generate_content_stream", contents, config)
+        first, stream = await self._call("generate_content_stream", contents, config)
+
+        async def chunks() -> AsyncIterator[Any]:
+            if first is not None:
+                yield first
+                async for chunk in stream:
+                    yield chunk
+
         events = 0
         try:
-            async for message in gemini_stream(self.model, stream):
+            async for message in gemini_stream(self.model, chunks()):
                 events += 1
                 yield message
         except self._transport as exc:  # the connection dropped mid-stream

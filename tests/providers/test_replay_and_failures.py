@@ -190,6 +190,23 @@ async def test_gemini_retries_as_retry_config_says() -> None:
         srv.close()
 
 
+async def test_gemini_stream_is_retried_before_its_first_event() -> None:
+    srv = GeminiServer()
+    try:
+        srv.answers += [Answer(status=503), Answer(text="hi there")]
+        agent = Agent(
+            model="gemini-2.5-flash",
+            provider="google",
+            base_url=srv.url,
+            api_key="k",
+            retry_config={"max_retries": 2, "initial_delay": 0.0, "max_delay": 0.0},
+        )
+        msgs = [m async for m in agent.model.astream([Message.text_message("q")], None)]  # type: ignore[attr-defined]
+        assert msgs[-1].text() == "hi there" and len(srv.requests) == 2
+    finally:
+        srv.close()
+
+
 async def test_anthropic_error_carries_provider_message() -> None:
     srv = AnthropicServer()
     try:
