@@ -6,8 +6,14 @@ the conversation is converted to Messages-API blocks (``system`` apart, tool cal
 ``{"name", "description", "input_schema"}``, and ``reasoning_effort`` (what
 ``Agent(reasoning_config=...)`` sets) becomes ``thinking={"type": "enabled", "budget_tokens":
 n}``. Streaming uses the SDK's ``messages.stream`` helper (server-sent events). SDK errors
-become :class:`~tenxgraph.models.base.ModelError` (``MODEL_001``) with ``status_code`` and a
-``retryable`` flag (429, 5xx, connection errors), which ``Agent(fallback_models=...)`` reads.
+become :class:`~tenxgraph.models.base.ModelError` (``MODEL_001``) with the provider's message,
+``status_code`` and a ``retryable`` flag (429, 5xx, connection errors, a stream that breaks or
+ends without ``message_stop``), which ``Agent(fallback_models=...)`` reads.
+
+Extended thinking with tools: the answer's ``thinking`` blocks (text and ``signature``) and
+``redacted_thinking`` blocks (``data``) are kept, in order, in the assistant message's
+``metadata["anthropic_thinking"]`` (plain JSON, so they survive checkpoints) and sent back at
+the head of that assistant turn, as the Messages API requires before ``tool_use`` blocks.
 """
 
 from __future__ import annotations
@@ -18,12 +24,13 @@ from typing import Any
 
 import orjson
 
+from tenxgraph._redact import redact
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.models._anthropic_parts import content_parts_to_anthropic
-from tenxgraph.models.base import ModelError, assistant_message
+from tenxgraph.models.base import ModelError, assistant_message, transport_errors
 from tenxgraph.models.openai_compat import to_openai_messages
 
-__all__ = ["THINKING_BUDGETS", "AnthropicModel", "to_anthropic_request"]
+__all__ = ["THINKING_BUDGETS", "THINKING_KEY", "AnthropicModel", "to_anthropic_request"]
 
 #: ``reasoning_effort`` -> Anthropic ``thinking.budget_tokens``.
 THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
@@ -31,6 +38,8 @@ _DEFAULT_MAX_TOKENS = 4096
 # above this the SDK expects a request to outlast its 10-minute timeout and asks for streaming
 _NONSTREAMING_MAX_TOKENS = 21_000
 _PASSED = ("temperature", "top_p", "top_k", "stop_sequences", "metadata")
+#: Message metadata key holding the answer's thinking / redacted_thinking blocks.
+THINKING_KEY = "anthropic_thinking"
 
 
 def _sdk() -> Any:
@@ -54,10 +63,13 @@ def to_anthropic_request(
 
     Returns:
         ``(system, messages, tools)``: the joined system text (or ``None``), the alternating
-        ``user`` / ``assistant`` turns (consecutive same-role turns merged, as the API asks),
-        and the Anthropic tool specs (or ``None``).
+        ``user`` / ``assistant`` turns (consecutive same-role turns merged, as the API asks;
+        an assistant turn starts with its kept thinking blocks, :data:`THINKING_KEY`), and
+        the Anthropic tool specs (or ``None``).
     """
     system: list[str] = []
+    # one assistant wire message per assistant Message, in order (to_openai_messages)
+    assistants = iter([m for m in messages if m.role == "assistant"])
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
@@ -73,7 +85,11 @@ def to_anthropic_request(
         if role == "system":
             system.append(str(wire.get("content") or ""))
         elif role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            source = next(assistants, None)
+            kept = source.metadata.get(THINKING_KEY) if source is not None else None
+            blocks: list[dict[str, Any]] = [
+                dict(b) for b in kept or () if isinstance(b, dict) and _valid_thinking(b)
+            ]
             if wire.get("content"):
                 blocks.append({"type": "text", "text": wire["content"]})
             for call in wire.get("tool_calls") or ():
@@ -116,9 +132,16 @@ def to_anthropic_request(
     return ("\n\n".join(system) or None), out, specs
 
 
+def _valid_thinking(block: dict[str, Any]) -> bool:
+    if block.get("type") == "thinking":
+        return isinstance(block.get("thinking"), str) and isinstance(block.get("signature"), str)
+    return block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str)
+
+
 def _message(resp: Any, model: str) -> Message:
     text: list[str] = []
     thinking: list[str] = []
+    kept: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     for block in resp.content or ():
         kind = getattr(block, "type", None)
@@ -126,6 +149,11 @@ def _message(resp: Any, model: str) -> Message:
             text.append(block.text)
         elif kind == "thinking":
             thinking.append(block.thinking)
+            kept.append(
+                {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+            )
+        elif kind == "redacted_thinking":
+            kept.append({"type": "redacted_thinking", "data": block.data})
         elif kind == "tool_use":
             calls.append({"id": block.id, "name": block.name, "arguments": dict(block.input)})
     usage = getattr(resp, "usage", None)
@@ -144,6 +172,7 @@ def _message(resp: Any, model: str) -> Message:
         "provider": "anthropic",
         "finish_reason": getattr(resp, "stop_reason", None),
         "response_id": getattr(resp, "id", None),
+        THINKING_KEY: kept or None,
     }
     return assistant_message(
         "".join(text) or None,
@@ -204,6 +233,15 @@ class AnthropicModel:
     def _request(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, kwargs: dict[str, Any]
     ) -> dict[str, Any]:
+        client = self._client
+        if not any(getattr(client, k, None) for k in ("api_key", "auth_token", "credentials")):
+            # checked here, not at construction: an Agent is often built before the
+            # environment is read; the SDK itself would raise a bare TypeError
+            raise ModelError(
+                f"anthropic model {self.model!r}: no API key; set ANTHROPIC_API_KEY or pass "
+                "api_key=",
+                context={"model": self.model, "provider": "anthropic", "retryable": False},
+            )
         params = {**self.params, **kwargs}
         system, wire, specs = to_anthropic_request(messages, tools)
         body: dict[str, Any] = {
@@ -246,12 +284,24 @@ class AnthropicModel:
             "status_code": status,
             "retryable": retryable,
         }
+        detail = ""
         if isinstance(err, dict):
             context["provider_error"] = err.get("type")
+            detail = str(err.get("message") or "")
+        elif isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
         return ModelError(
             f"anthropic model {self.model!r} failed: {type(exc).__name__}"
-            + (f" (HTTP {status})" if status else ""),
+            + (f" (HTTP {status})" if status else "")
+            + (f": {redact(detail)[:500]}" if detail else ""),
             context=context,
+        )
+
+    def _broken(self, events: int, why: str) -> ModelError:
+        return ModelError(
+            f"the stream from anthropic model {self.model!r} broke after {events} event(s) ({why})",
+            context={"model": self.model, "provider": "anthropic", "retryable": True},
         )
 
     async def agenerate(
@@ -299,17 +349,24 @@ class AnthropicModel:
             ModelError: ``MODEL_001`` for an SDK / HTTP error.
         """
         body = self._request(messages, tools, kwargs)
+        events, stopped = 0, False
         try:
             async with self._client.messages.stream(**body) as stream:
                 async for event in stream:
+                    events += 1
                     kind = getattr(event, "type", None)
+                    stopped = stopped or kind == "message_stop"
                     if kind == "text" and event.text:
                         yield Message(role="assistant", content=event.text, delta=True)
                     elif kind == "thinking" and event.thinking:
                         yield Message(
                             role="assistant", content=[], reasoning=event.thinking, delta=True
                         )
+                if not stopped:  # a truncated answer is no answer
+                    raise self._broken(events, "it ended without message_stop")
                 final = await stream.get_final_message()
         except self._sdk.AnthropicError as exc:
             raise self._error(exc) from None
+        except transport_errors() as exc:  # the connection dropped mid-stream
+            raise self._broken(events, type(exc).__name__) from None
         yield _message(final, self.model)

@@ -30,6 +30,7 @@ examples).
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +41,7 @@ from tenxgraph.core.exceptions import TenxGraphError
 from tenxgraph.core.state import Message, TextBlock, TokenUsages, ToolCallBlock
 
 __all__ = [
+    "transport_errors",
     "ChatModel",
     "ModelError",
     "StructuredOutputError",
@@ -230,3 +232,16 @@ def normalize_assistant(msg: Message) -> Message:
         for c in calls
     ]
     return msg.model_copy(update={"content": [*others, *calls], "tools_calls": raw_calls})
+
+
+def transport_errors() -> tuple[type[Exception], ...]:
+    """The exception classes of a broken or unreachable HTTP connection in the providers'
+    SDKs: ``TransportError`` of ``httpx`` and, when installed, of ``httpx2`` (which newer
+    ``google-genai`` and ``anthropic`` releases use), and ``OSError``."""
+    found: list[type[Exception]] = [OSError]
+    for name in ("httpx", "httpx2"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(found)

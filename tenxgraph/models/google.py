@@ -6,25 +6,42 @@
 results ``function_response`` parts; tools are offered as ``function_declarations``, and
 ``reasoning_effort`` (set by ``Agent(reasoning_config=...)``) becomes
 ``thinking_config.thinking_budget`` (:data:`THINKING_BUDGETS`, thoughts included). SDK errors
-become :class:`~tenxgraph.models.base.ModelError` (``MODEL_001``) with ``status_code`` and a
-``retryable`` flag (429 and 5xx), which ``Agent(fallback_models=...)`` reads.
+become :class:`~tenxgraph.models.base.ModelError` (``MODEL_001``) with the provider's message,
+``status_code`` and a ``retryable`` flag (429, 5xx, connection errors, a stream that breaks),
+which ``Agent(fallback_models=...)`` reads; retryable failures are first retried with the
+backoff of :class:`~tenxgraph.models.openai_compat.OpenAICompatModel` (``max_retries``).
+
+Thought signatures: the ``thought_signature`` bytes Gemini puts on ``function_call`` and text
+parts are kept, base64-encoded (JSON, so they survive checkpoints), in the assistant message's
+``metadata["gemini_thought_signatures"]`` (``{"calls": {call_id: sig}, "text": sig}``) and
+put back on the same parts of that model turn; Gemini 3 refuses a function call without one.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
+import anyio
 import orjson
 import pydantic
 
+from tenxgraph._redact import redact
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.models._gemini_parts import content_parts_to_gemini
-from tenxgraph.models.base import ModelError, assistant_message, new_tool_call_id
-from tenxgraph.models.openai_compat import to_openai_messages
+from tenxgraph.models.base import (
+    ModelError,
+    assistant_message,
+    new_tool_call_id,
+    transport_errors,
+)
+from tenxgraph.models.openai_compat import _backoff_s, to_openai_messages
 
 __all__ = [
+    "SIGNATURES_KEY",
     "THINKING_BUDGETS",
     "GoogleModel",
     "gemini_message",
@@ -34,6 +51,8 @@ __all__ = [
 
 #: ``reasoning_effort`` -> Gemini ``thinking_config.thinking_budget`` (tokens).
 THINKING_BUDGETS = {"minimal": 128, "low": 512, "medium": 8192, "high": 24576}
+#: Message metadata key holding the answer's thought signatures (base64 text).
+SIGNATURES_KEY = "gemini_thought_signatures"
 _PASSED = {
     "temperature": "temperature",
     "top_p": "top_p",
@@ -70,10 +89,13 @@ def to_gemini_request(
 
     Returns:
         ``(system_instruction, contents, tools)``: the joined system text (or ``None``), the
-        ``user`` / ``model`` turns (consecutive same-role turns merged), and one
+        ``user`` / ``model`` turns (consecutive same-role turns merged; kept thought
+        signatures, :data:`SIGNATURES_KEY`, back on their parts), and one
         ``{"function_declarations": [...]}`` tool (or ``None``).
     """
     system: list[str] = []
+    # one assistant wire message per assistant Message, in order (to_openai_messages)
+    assistants = iter([m for m in messages if m.role == "assistant"])
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
 
@@ -90,9 +112,14 @@ def to_gemini_request(
         if role == "system":
             system.append(str(wire.get("content") or ""))
         elif role == "assistant":
+            source = next(assistants, None)
+            sigs = source.metadata.get(SIGNATURES_KEY) if source is not None else None
+            sigs = sigs if isinstance(sigs, dict) else {}
+            kept_calls = sigs.get("calls")
+            call_sigs: dict[str, Any] = kept_calls if isinstance(kept_calls, dict) else {}
             parts: list[dict[str, Any]] = []
             if wire.get("content"):
-                parts.append({"text": wire["content"]})
+                parts.append({"text": wire["content"], **_signed(sigs.get("text"))})
             for call in wire.get("tool_calls") or ():
                 fn = call["function"]
                 names[call["id"]] = fn["name"]
@@ -101,7 +128,10 @@ def to_gemini_request(
                 except orjson.JSONDecodeError:
                     args = {"__raw_arguments__": fn["arguments"]}
                 parts.append(
-                    {"function_call": {"id": call["id"], "name": fn["name"], "args": args}}
+                    {
+                        "function_call": {"id": call["id"], "name": fn["name"], "args": args},
+                        **_signed(call_sigs.get(call["id"])),
+                    }
                 )
             add("model", parts)
         elif role == "tool":
@@ -143,6 +173,20 @@ def to_gemini_request(
     return ("\n\n".join(system) or None), out, specs
 
 
+def _signed(sig: Any) -> dict[str, Any]:
+    """``{"thought_signature": bytes}`` for a kept base64 signature, else ``{}``."""
+    if not isinstance(sig, str) or not sig:
+        return {}
+    try:
+        return {"thought_signature": base64.b64decode(sig, validate=True)}
+    except (binascii.Error, ValueError):
+        return {}
+
+
+def _b64(sig: Any) -> str | None:
+    return base64.b64encode(sig).decode() if isinstance(sig, bytes) and sig else None
+
+
 def _usage(meta: Any) -> TokenUsages | None:
     if meta is None:
         return None
@@ -166,27 +210,31 @@ def gemini_message(model: str, parts: list[Any], usage: Any, finish: Any, resp_i
     """The assistant message of Gemini response ``parts`` (objects of ``google.genai.types``,
     or anything with the same attributes): text, ``function_call`` s as tool calls, thoughts
     as ``reasoning``, ``usage`` (``usage_metadata``) as token usages; ``metadata`` holds
-    ``model``, ``provider`` (``"google"``), ``finish_reason`` and ``response_id`` when known."""
+    ``model``, ``provider`` (``"google"``), ``finish_reason``, ``response_id`` and the thought
+    signatures (:data:`SIGNATURES_KEY`) when known."""
     text: list[str] = []
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
+    call_sigs: dict[str, str] = {}
+    text_sig: str | None = None
     for part in parts:
         call = getattr(part, "function_call", None)
+        sig = _b64(getattr(part, "thought_signature", None))
         if call is not None:
-            calls.append(
-                {
-                    "id": getattr(call, "id", None) or new_tool_call_id(),
-                    "name": call.name,
-                    "arguments": dict(call.args or {}),
-                }
-            )
+            call_id = getattr(call, "id", None) or new_tool_call_id()
+            calls.append({"id": call_id, "name": call.name, "arguments": dict(call.args or {})})
+            if sig:
+                call_sigs[call_id] = sig
         elif getattr(part, "text", None):
             (thoughts if getattr(part, "thought", False) else text).append(part.text)
+            if sig and not getattr(part, "thought", False):
+                text_sig = sig
     metadata = {
         "model": model,
         "provider": "google",
         "finish_reason": str(getattr(finish, "value", finish)) if finish is not None else None,
         "response_id": resp_id,
+        SIGNATURES_KEY: {k: v for k, v in (("calls", call_sigs), ("text", text_sig)) if v} or None,
     }
     return assistant_message(
         "".join(text) or None,
@@ -239,9 +287,19 @@ class GoogleModel:
             ``max_tokens``, ``stop``, ``seed``, ``reasoning_effort`` (mapped by
             :data:`THINKING_BUDGETS`), ``thinking_budget`` (tokens, passed as it is), ``thinking_level`` (mapped like an effort),
             ``response_format`` (``json_object`` / ``json_schema``: JSON output).
+        max_retries: retries after the first attempt of a retryable failure (429, 5xx,
+            connection errors; ``retry_statuses`` when given), with exponential backoff
+            (``initial_delay_s`` doubled by ``backoff_factor`` up to ``max_delay_s``, +-25 %
+            jitter), as :class:`~tenxgraph.models.openai_compat.OpenAICompatModel`. A stream is
+            retried only before its first event. Default ``0``.
+        retry_statuses: HTTP statuses retried (default: 429 and 5xx).
+        initial_delay_s: backoff before the first retry, in seconds.
+        backoff_factor: the backoff's growth per retry.
+        max_delay_s: the longest backoff, in seconds.
 
     Raises:
         ModelError: ``MODEL_001`` when ``google-genai`` is not installed.
+        ValueError: ``max_retries`` is negative.
     """
 
     provider = "google"
@@ -254,15 +312,28 @@ class GoogleModel:
         base_url: str | None = None,
         timeout_s: float | None = None,
         use_vertex_ai: bool = False,
+        max_retries: int = 0,
+        retry_statuses: frozenset[int] | set[int] | None = None,
+        initial_delay_s: float = 0.5,
+        backoff_factor: float = 2.0,
+        max_delay_s: float = 8.0,
         **params: Any,
     ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         genai, types, errors = _sdk()
+        self.max_retries = max_retries
+        self.retry_statuses = frozenset(retry_statuses) if retry_statuses is not None else None
+        self.initial_delay_s = initial_delay_s
+        self.backoff_factor = backoff_factor
+        self.max_delay_s = max_delay_s
         head, sep, rest = model.partition("/")
         name = rest if sep and head.lower() in ("google", "gemini") else model
         self.model = name.removeprefix("models/")
         self.params = params
         self._types = types
         self._errors = errors
+        self._transport = transport_errors()
         http: dict[str, Any] = {}
         if base_url is not None:
             http["base_url"] = base_url
@@ -334,10 +405,17 @@ class GoogleModel:
                 context={"model": self.model, "provider": "google", "retryable": False},
             )
         status = getattr(exc, "code", None)
-        retryable = not isinstance(status, int) or status == 429 or status >= 500
+        if not isinstance(status, int):
+            retryable = True  # connection errors, timeouts
+        elif self.retry_statuses is not None:
+            retryable = status in self.retry_statuses
+        else:
+            retryable = status == 429 or status >= 500
+        detail = getattr(exc, "message", None) if status else str(exc)
         return ModelError(
             f"google model {self.model!r} failed: {type(exc).__name__}"
-            + (f" (HTTP {status}: {getattr(exc, 'status', '')})" if status else ""),
+            + (f" (HTTP {status}: {getattr(exc, 'status', '')})" if status else "")
+            + (f": {redact(detail)[:500]}" if detail else ""),
             context={
                 "model": self.model,
                 "provider": "google",
@@ -350,14 +428,38 @@ class GoogleModel:
     def _message(self, parts: list[Any], usage: Any, finish: Any, resp_id: Any) -> Message:
         return gemini_message(self.model, parts, usage, finish, resp_id)
 
-    async def _generate(self, contents: list[dict[str, Any]], config: Any) -> Any:
-        """One ``generateContent`` call; SDK and HTTP failures become ``ModelError``."""
-        try:
-            return await self._client.aio.models.generate_content(
-                model=self.model, contents=contents, config=config
+    @property
+    def _failures(self) -> tuple[type[Exception], ...]:
+        return (self._errors.APIError, *self._transport, pydantic.ValidationError)
+
+    async def _call(self, method: str, contents: list[dict[str, Any]], config: Any) -> Any:
+        """One ``generate_content`` answer, or a ``generate_content_stream`` stream with its
+        first chunk read (``(first_chunk, stream)``; the SDK sends the request lazily), retried
+        as the class says; SDK and HTTP failures become ``ModelError``."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                got = await getattr(self._client.aio.models, method)(
+                    model=self.model, contents=contents, config=config
+                )
+                if method == "generate_content":
+                    return got
+                return await anext(got, None), got
+            except self._failures as exc:
+                error = self._error(exc)
+                if not error.context.get("retryable") or attempts > self.max_retries:
+                    error.context["attempts"] = attempts
+                    raise error from None
+            await anyio.sleep(
+                _backoff_s(
+                    attempts - 1, self.initial_delay_s, self.backoff_factor, self.max_delay_s
+                )
             )
-        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
-            raise self._error(exc) from None
+
+    async def _generate(self, contents: list[dict[str, Any]], config: Any) -> Any:
+        """One ``generateContent`` answer (:meth:`_call`)."""
+        return await self._call("generate_content", contents, config)
 
     async def agenerate(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, **kwargs: Any
@@ -427,14 +529,28 @@ class GoogleModel:
             Delta messages (``delta=True``), then the final assistant message.
 
         Raises:
-            ModelError: ``MODEL_001`` for an API / HTTP error.
+            ModelError: ``MODEL_001`` for an API / HTTP error, or a stream that breaks
+                (retryable).
         """
         contents, config = self._request(messages, tools, kwargs)
+        first, stream = await self._call("generate_content_stream", contents, config)
+
+        async def chunks() -> AsyncIterator[Any]:
+            if first is not None:
+                yield first
+                async for chunk in stream:
+                    yield chunk
+
+        events = 0
         try:
-            stream = await self._client.aio.models.generate_content_stream(
-                model=self.model, contents=contents, config=config
-            )
-            async for message in gemini_stream(self.model, stream):
+            async for message in gemini_stream(self.model, chunks()):
+                events += 1
                 yield message
-        except (self._errors.APIError, OSError, pydantic.ValidationError) as exc:
+        except self._transport as exc:  # the connection dropped mid-stream
+            raise ModelError(
+                f"the stream from google model {self.model!r} broke after {events} event(s) "
+                f"({type(exc).__name__})",
+                context={"model": self.model, "provider": "google", "retryable": True},
+            ) from None
+        except (self._errors.APIError, pydantic.ValidationError) as exc:
             raise self._error(exc) from None

@@ -49,6 +49,7 @@ def make_provider_model(
     max_retries: int,
     params: dict[str, Any],
     use_vertex_ai: bool = False,
+    backoff: dict[str, Any] | None = None,
 ) -> ChatModel:
     """Build the Google or Anthropic adapter (OpenAI models are built by ``Agent``).
 
@@ -59,9 +60,11 @@ def make_provider_model(
         api_key: the key, or ``None`` (the SDK reads its environment variable).
         timeout_s: per-request timeout in seconds, or ``None``.
         max_retries: retries of retryable errors (Anthropic's SDK retries itself; Gemini's
-            requests are not retried here, ``fallback_models`` takes over).
+            are retried by ``GoogleModel`` as ``OpenAICompatModel`` retries).
         params: default request parameters.
         use_vertex_ai: Google only: call Gemini through Vertex AI.
+        backoff: Google only: ``GoogleModel``'s ``retry_statuses``, ``initial_delay_s``,
+            ``backoff_factor`` and ``max_delay_s`` (default: its defaults).
 
     Returns:
         The adapter.
@@ -79,6 +82,8 @@ def make_provider_model(
             base_url=base_url,
             timeout_s=timeout_s,
             use_vertex_ai=use_vertex_ai,
+            max_retries=max_retries,
+            **(backoff or {}),
             **params,
         )
     if provider == "anthropic":

@@ -15,6 +15,7 @@ queue is empty asks ``auto(request_body)`` for the answer instead of answering "
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import uuid
@@ -33,6 +34,9 @@ class Answer:
     thought: str | None = None
     model: str | None = None  # the model the answer names (default: the one asked for)
     grounding: dict[str, Any] | None = None  # Gemini only: the candidate's groundingMetadata
+    redacted: str | None = None  # Anthropic only: a redacted_thinking block's data
+    drop_after: int | None = None  # streams: the connection breaks after this many events
+    no_stop: bool = False  # Anthropic streams: end cleanly but without message_stop
 
 
 class _Base:
@@ -86,14 +90,26 @@ class _Base:
         h: BaseHTTPRequestHandler,
         events: list[tuple[str | None, dict[str, Any]]],
         done: bool = False,
+        drop_after: int | None = None,
     ) -> None:
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Connection", "close")
+        if drop_after is not None:  # chunked, so closing mid-body is a broken stream
+            h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
-        for name, data in events:
+        for i, (name, data) in enumerate(events):
             line = (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
-            h.wfile.write(line.encode())
+            if drop_after is not None:
+                if i >= drop_after:
+                    h.wfile.write(b"100\r\npartial")  # a chunk cut short, then the drop
+                    h.wfile.flush()
+                    h.close_connection = True
+                    return
+                raw = line.encode()
+                h.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            else:
+                h.wfile.write(line.encode())
             h.wfile.flush()
         if done:
             h.wfile.write(b"data: [DONE]\n\n")
@@ -114,6 +130,23 @@ class GeminiServer(_Base):
 
     def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], a: Answer) -> None:
         model = path.split("/models/")[-1].split(":")[0]
+        signed = model.startswith("gemini-3")  # Gemini 3 signs its parts and checks them
+        if signed:
+            missing = self._unsigned_calls(body)
+            if missing:
+                self.send_json(
+                    h,
+                    400,
+                    {
+                        "error": {
+                            "code": 400,
+                            "message": f"Function call is missing a thought_signature in "
+                            f"functionCall parts: {missing}",
+                            "status": "INVALID_ARGUMENT",
+                        }
+                    },
+                )
+                return
         if a.status != 200:
             self.send_json(
                 h,
@@ -128,13 +161,20 @@ class GeminiServer(_Base):
             )
             return
         usage = {"promptTokenCount": 11, "candidatesTokenCount": 7, "totalTokenCount": 18}
-        calls = [
+        calls: list[dict[str, Any]] = [
             {"functionCall": {"id": "fc_" + uuid.uuid4().hex[:8], "name": n, "args": args}}
             for n, args in a.calls
         ]
         thought = [{"text": a.thought, "thought": True}] if a.thought else []
+        text_sig: dict[str, Any] = {}
+        if signed:
+            for part in calls:
+                part["thoughtSignature"] = self._sign(part["functionCall"]["id"])
+            text_sig = {"thoughtSignature": self._sign("text")}
         if ":streamGenerateContent" in path:
             chunks = [[{"text": p}] for p in _pieces(a.text or "")] if a.text else []
+            if chunks and text_sig:
+                chunks[-1][0].update(text_sig)
             if thought:
                 chunks.insert(0, thought)
             if calls:
@@ -147,9 +187,9 @@ class GeminiServer(_Base):
                     cand["finishReason"] = "STOP"
                     chunk["usageMetadata"] = usage
                 events.append((None, chunk))
-            self.send_sse(h, events)
+            self.send_sse(h, events, drop_after=a.drop_after)
             return
-        parts = [*thought, *([{"text": a.text}] if a.text else []), *calls]
+        parts = [*thought, *([{"text": a.text, **text_sig}] if a.text else []), *calls]
         self.send_json(
             h,
             200,
@@ -168,20 +208,55 @@ class GeminiServer(_Base):
             },
         )
 
+    def _sign(self, what: str) -> str:
+        sig = base64.b64encode(b"\x00sig:" + what.encode()).decode()
+        self.signatures.add(sig)
+        return sig
+
+    def _unsigned_calls(self, body: dict[str, Any]) -> list[str]:
+        """Names of returned functionCall parts without a signature this server issued."""
+        missing = []
+        for turn in body.get("contents") or ():
+            if turn.get("role") != "model":
+                continue
+            for part in turn.get("parts") or ():
+                if "functionCall" in part and part.get("thoughtSignature") not in self.signatures:
+                    missing.append(part["functionCall"].get("name"))
+        return missing
+
+    @property
+    def signatures(self) -> set[str]:
+        """The thought signatures this server has handed out."""
+        if not hasattr(self, "_signatures"):
+            self._signatures: set[str] = set()
+        return self._signatures
+
 
 class AnthropicServer(_Base):
     """Anthropic Messages API (``POST /v1/messages``, JSON and SSE) on 127.0.0.1."""
 
     def handle(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any], a: Answer) -> None:
+        refusal = self._thinking_refusal(body)
+        if refusal:
+            self.send_json(
+                h,
+                400,
+                {"type": "error", "error": {"type": "invalid_request_error", "message": refusal}},
+            )
+            return
         if a.status != 200:
             kind = "overloaded_error" if a.status >= 500 else "invalid_request_error"
             self.send_json(
-                h, a.status, {"type": "error", "error": {"type": kind, "message": "scripted"}}
+                h,
+                a.status,
+                {"type": "error", "error": {"type": kind, "message": f"scripted {a.status}"}},
             )
             return
         blocks: list[dict[str, Any]] = []
         if a.thought:
             blocks.append({"type": "thinking", "thinking": a.thought, "signature": "sig"})
+        if a.redacted:
+            blocks.append({"type": "redacted_thinking", "data": a.redacted})
         if a.text:
             blocks.append({"type": "text", "text": a.text})
         for name, args in a.calls:
@@ -239,6 +314,13 @@ class AnthropicServer(_Base):
                             },
                         )
                     )
+            elif b["type"] == "redacted_thinking":
+                events.append(
+                    (
+                        "content_block_start",
+                        {"type": "content_block_start", "index": i, "content_block": b},
+                    )
+                )
             elif b["type"] == "thinking":
                 events.append(
                     (
@@ -310,8 +392,33 @@ class AnthropicServer(_Base):
                 },
             )
         )
-        events.append(("message_stop", {"type": "message_stop"}))
-        self.send_sse(h, events)
+        if not a.no_stop:
+            events.append(("message_stop", {"type": "message_stop"}))
+        self.send_sse(h, events, drop_after=a.drop_after)
+
+    @staticmethod
+    def _thinking_refusal(body: dict[str, Any]) -> str | None:
+        """The Messages API's rule: with thinking enabled, an assistant turn holding
+        ``tool_use`` starts with a signed ``thinking`` (or a ``redacted_thinking``) block."""
+        if (body.get("thinking") or {}).get("type") != "enabled":
+            return None
+        for turn in body.get("messages") or ():
+            content = turn.get("content")
+            if turn.get("role") != "assistant" or not isinstance(content, list):
+                continue
+            if not any(b.get("type") == "tool_use" for b in content):
+                continue
+            first = content[0]
+            ok = (first.get("type") == "thinking" and first.get("signature")) or (
+                first.get("type") == "redacted_thinking" and first.get("data")
+            )
+            if not ok:
+                return (
+                    "messages: Expected `thinking` or `redacted_thinking`, but found "
+                    f"`{first.get('type')}`. When `thinking` is enabled, a final `assistant` "
+                    "message must start with a thinking block"
+                )
+        return None
 
 
 class OpenAIServer(_Base):

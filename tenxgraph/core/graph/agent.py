@@ -562,6 +562,14 @@ class Agent(BaseAgent, AgentSkillsMixin):
                 max_retries=rc.max_retries if rc is not None else 0,
                 params=params,
                 use_vertex_ai=self.use_vertex_ai and provider == "google",
+                backoff={
+                    "retry_statuses": rc.retryable_status_codes,
+                    "initial_delay_s": rc.initial_delay,
+                    "backoff_factor": rc.backoff_factor,
+                    "max_delay_s": rc.max_delay,
+                }
+                if rc is not None and provider == "google"
+                else None,
             )
         if isinstance(model, str):
             # the official SDK when installed (the Responses API needs it), else the httpx
