@@ -43,10 +43,12 @@ import argparse
 import ast
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,22 @@ PATTERNS = (
     "create_handoff_tool",
     "is_handoff_tool",
 )
+
+
+def _tiny_png() -> bytes:
+    """A valid 2x2 grey PNG, standing in for an image file a page expects the reader to have."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 0, 0, 0, 0)  # 2x2, 8-bit greyscale
+    pixels = zlib.compress(b"\x00\x80\x80\x00\x80\x80")  # filter byte + 2 pixels per row
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
 #: examples whose failure is the page's own or needs an out-of-scope feature:
 #: (page, index) -> (the error it raises, verdict)
 KNOWN = {
@@ -272,6 +290,8 @@ class Harness:
         self.verbose = verbose
         self.tmp = tempfile.mkdtemp(prefix="tenxgraph-doc-examples-")
         Path(self.tmp, "runner.py").write_text(_RUNNER)
+        # files the pages read as the reader's own (media-and-files opens "chart.png")
+        Path(self.tmp, "chart.png").write_bytes(_tiny_png())
         self.env = {
             **os.environ,
             "GOOGLE_GEMINI_BASE_URL": self.servers["google"].url,
