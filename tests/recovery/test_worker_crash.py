@@ -53,6 +53,21 @@ async def _join(spec: str, tid: str, run_id: str, timeout_s: float) -> tuple[Any
         await app.aclose()
 
 
+async def _wait_recorded(spec: str, tid: str, calls: int, timeout_s: float = 30) -> None:
+    """Wait until ``calls`` tool calls of thread ``tid`` are in the ledger. The two calls run
+    in parallel: call a may return while b already hangs, and its ledger row commits a moment
+    later; a kill inside that moment is the documented window (a runs again), not what this
+    test is about."""
+    cp = checkpointer_from(spec)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while await cp.aledger_count({"thread_id": tid}) < calls:
+            assert time.monotonic() < deadline, "call a was never recorded"
+            await asyncio.sleep(0.02)
+    finally:
+        await cp.aclose()
+
+
 @pytest.mark.parametrize("hang", ["plan", "tool"])
 def test_sigkill_mid_run_is_finished_by_another_worker(
     store_spec: str, hang: str, tmp_path: Path
@@ -64,6 +79,8 @@ def test_sigkill_mid_run_is_finished_by_another_worker(
         tid = f"crash-{hang}"
         run_id = asyncio.run(_submit(store_spec, tid))
         ev = fleet.wait_event("hang")
+        if hang == "tool":
+            asyncio.run(_wait_recorded(store_spec, tid, 1))
         victim = fleet.name_of(int(ev[3]))
         fleet.kill(victim)
         killed_at = time.monotonic()
@@ -117,7 +134,10 @@ def test_sigkill_with_a_state_input_never_applies_it_twice(hang: str, tmp_path: 
         fleet.start("w1")
         fleet.start("w2")
         run_id = asyncio.run(_submit_with_state(spec, tid))
-        fleet.kill(fleet.name_of(int(fleet.wait_event("hang")[3])))
+        ev = fleet.wait_event("hang")
+        if hang == "tool":
+            asyncio.run(_wait_recorded(spec, tid, 1))
+        fleet.kill(fleet.name_of(int(ev[3])))
         info, state = asyncio.run(_join(spec, tid, run_id, 30))
     finally:
         fleet.stop_all()
