@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import copy
 import re
 from collections.abc import Callable
@@ -97,12 +98,12 @@ def last_user_index(messages: list[Message]) -> int | None:
     return None
 
 
-class PrebuiltGraph:
+class PrebuiltGraph(abc.ABC):
     """Base of the prebuilt agents: ``build()`` makes the ``StateGraph``, ``compile()`` it."""
 
+    @abc.abstractmethod
     def build(self) -> StateGraph[AgentState]:
         """The uncompiled graph (each agent documents its nodes)."""
-        raise NotImplementedError  # each agent overrides it
 
     def compile(self, **kwargs: Any) -> Any:
         """Compile the graph; ``kwargs`` go to ``StateGraph.compile`` (``checkpointer``,

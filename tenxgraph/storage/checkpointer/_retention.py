@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -54,17 +54,15 @@ class RetentionMixin:
     _seen: OrderedDict[ThreadKey, Any]
     _metric_attrs: dict[str, Any]
 
-    def _tier(self, method: str) -> StoreTier:
-        raise NotImplementedError  # BaseCheckpointer's
+    if TYPE_CHECKING:  # BaseCheckpointer defines them; declared here for the type checkers
 
-    def _key(self, config: dict[str, Any] | None) -> ThreadKey:
-        raise NotImplementedError  # BaseCheckpointer's
+        def _tier(self, method: str) -> StoreTier: ...
 
-    def _forget(self, key: ThreadKey) -> None:
-        raise NotImplementedError  # BaseCheckpointer's
+        def _key(self, config: dict[str, Any] | None) -> ThreadKey: ...
 
-    async def _ensure_setup(self) -> None:
-        raise NotImplementedError  # BaseCheckpointer's
+        def _forget(self, key: ThreadKey) -> None: ...
+
+        async def _ensure_setup(self) -> None: ...
 
     def _store_op(self, api: str, op: str) -> Any:
         """The store's ``op`` method, for the public ``api``; a store without it (a tier of the
